@@ -1,0 +1,250 @@
+//! The JSON shapes of the API: LockInfo and the request bodies, with their validation.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::macros::format_description;
+use time::OffsetDateTime;
+
+use super::error::ApiError;
+use crate::engine::{self, AcquireRequest, LockState};
+use crate::model::{LeaseId, Owner, Priority, RequestId, UnixMillis};
+use crate::record::Expiry;
+use crate::service::LockSnapshot;
+
+/// Limits set on the command line.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_lease_ms: u64,
+    pub max_waiting_ms: u64,
+}
+
+pub const MAX_MESSAGE_CHARS: usize = 1024;
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// RFC 3339 UTC with milliseconds; `None` outside the years 0000–9999.
+pub fn rfc3339(at: UnixMillis) -> Option<String> {
+    let when = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.0) * 1_000_000).ok()?;
+    when.format(format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    ))
+    .ok()
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestorInfo {
+    pub owner: String,
+    pub priority: u32,
+    pub waiting_ms: Option<u64>,
+    pub forceful: bool,
+    pub requested_at: Option<String>,
+    pub cleanup_deadline: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LockInfo {
+    pub name: String,
+    pub state: &'static str,
+    pub owner: Option<String>,
+    pub message: String,
+    pub priority: u32,
+    pub lease_ms: Option<u64>,
+    pub acquired_at: Option<String>,
+    pub expires_at: Option<String>,
+    pub remaining_ms: Option<u64>,
+    pub cleanup_ms: u64,
+    pub waiting_ms: Option<u64>,
+    pub forceful: bool,
+    pub fencing_token: Option<u64>,
+    pub requestor: Option<RequestorInfo>,
+    pub waiters: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_owner: Option<bool>,
+}
+
+impl LockInfo {
+    /// Renders a snapshot; `asking_owner` is the `?owner=` of a GET.
+    pub fn of(lock: &LockSnapshot, asking_owner: Option<&str>) -> LockInfo {
+        let now = lock.read_at;
+        let state = engine::state(&lock.record, now);
+        let holder = lock.record.holder.as_ref();
+        let requestor = lock.record.requestor.as_ref().map(|r| RequestorInfo {
+            owner: r.owner.clone(),
+            priority: r.priority,
+            waiting_ms: r.waiting_ms,
+            forceful: false,
+            requested_at: rfc3339(r.requested_at),
+            cleanup_deadline: holder.and_then(|h| rfc3339(r.requested_at.plus(h.cleanup_ms))),
+        });
+        LockInfo {
+            name: lock.name.to_string(),
+            state: match state {
+                LockState::Free => "free",
+                LockState::Held => "held",
+                LockState::Expired => "expired",
+            },
+            owner: holder.map(|h| h.owner.clone()),
+            message: holder.map(|h| h.message.clone()).unwrap_or_default(),
+            priority: holder.map_or(0, |h| h.priority),
+            lease_ms: holder.and_then(|h| h.lease_ms),
+            acquired_at: holder.and_then(|h| h.acquired_at).and_then(rfc3339),
+            expires_at: holder.and_then(|h| match h.expires {
+                Expiry::Never => None,
+                Expiry::At(at) => rfc3339(at),
+            }),
+            remaining_ms: engine::remaining_ms(&lock.record, now),
+            cleanup_ms: holder.map_or(0, |h| h.cleanup_ms),
+            waiting_ms: holder.and_then(|h| h.waiting_ms),
+            forceful: holder.is_some_and(|h| h.forceful),
+            fencing_token: holder.and_then(|h| h.fencing_token).map(|t| t.0),
+            requestor,
+            waiters: 0,
+            is_owner: asking_owner
+                .map(|owner| state == LockState::Held && holder.is_some_and(|h| h.owner == owner)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireBody {
+    pub owner: String,
+    pub lease_ms: i64,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default)]
+    pub cleanup_ms: i64,
+    #[serde(default)]
+    pub waiting_ms: Option<i64>,
+    #[serde(default)]
+    pub forceful: bool,
+    #[serde(default)]
+    pub notify_url: Option<String>,
+    #[serde(default)]
+    pub request_id: Option<String>,
+    #[serde(default)]
+    pub lease_id: Option<String>,
+}
+
+/// Every acquire field, in the order the contract lists them.
+pub const ACQUIRE_FIELDS: [&str; 10] = [
+    "owner",
+    "lease_ms",
+    "message",
+    "priority",
+    "cleanup_ms",
+    "waiting_ms",
+    "forceful",
+    "notify_url",
+    "request_id",
+    "lease_id",
+];
+
+fn in_range(field: &str, value: i64, min: i64, max: u64) -> Result<u64, ApiError> {
+    let max = i64::try_from(max).unwrap_or(i64::MAX);
+    if (min..=max).contains(&value) {
+        Ok(value as u64)
+    } else {
+        Err(ApiError::invalid(format!(
+            "{field} must be between {min} and {max}"
+        )))
+    }
+}
+
+impl AcquireBody {
+    pub fn validate(&self, limits: Limits) -> Result<AcquireRequest, ApiError> {
+        let owner = Owner::parse(&self.owner).map_err(ApiError::invalid)?;
+        let lease_ms = in_range("lease_ms", self.lease_ms, 1, limits.max_lease_ms)?;
+        if self.message.chars().count() > MAX_MESSAGE_CHARS {
+            return Err(ApiError::invalid(format!(
+                "message is longer than {MAX_MESSAGE_CHARS} characters"
+            )));
+        }
+        let priority = Priority::new(self.priority).map_err(ApiError::invalid)?;
+        // A cleanup window longer than the longest lease could never be used in full.
+        let cleanup_ms = in_range("cleanup_ms", self.cleanup_ms, 0, limits.max_lease_ms)?;
+        let waiting_ms = self
+            .waiting_ms
+            .map(|w| in_range("waiting_ms", w, 0, limits.max_waiting_ms))
+            .transpose()?;
+        let notify_url = self.notify_url.as_deref().map(validate_url).transpose()?;
+        let request_id = self
+            .request_id
+            .as_deref()
+            .map(RequestId::parse)
+            .transpose()
+            .map_err(ApiError::invalid)?;
+        let lease_id = self
+            .lease_id
+            .as_deref()
+            .map(LeaseId::parse)
+            .transpose()
+            .map_err(ApiError::invalid)?;
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        let digest = Sha256::digest(&canonical);
+        Ok(AcquireRequest {
+            owner,
+            lease_ms,
+            message: self.message.clone(),
+            priority,
+            cleanup_ms,
+            waiting_ms,
+            forceful: self.forceful,
+            notify_url,
+            request_id,
+            request_digest: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
+            lease_id,
+        })
+    }
+}
+
+fn validate_url(raw: &str) -> Result<String, ApiError> {
+    if raw.len() > MAX_URL_BYTES {
+        return Err(ApiError::invalid(format!(
+            "notify_url is longer than {MAX_URL_BYTES} bytes"
+        )));
+    }
+    let url = url::Url::parse(raw)
+        .map_err(|e| ApiError::invalid(format!("notify_url is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(ApiError::invalid(
+            "notify_url must be an http or https URL with a host",
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ApiError::invalid("notify_url may not carry credentials"));
+    }
+    Ok(url.to_string())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenewBody {
+    pub lease_id: String,
+    #[serde(default)]
+    pub lease_ms: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseBody {
+    pub lease_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GetQuery {
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ValidateQuery {
+    pub fencing_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListParams {
+    pub prefix: Option<String>,
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}

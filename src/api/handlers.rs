@@ -1,0 +1,206 @@
+//! The HTTP handlers: each validates its input, calls the service once, and renders.
+
+use axum::extract::{FromRequestParts, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use axum::Json;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::auth::{require_admin, Role};
+use super::dto::{
+    AcquireBody, GetQuery, ListParams, LockInfo, ReleaseBody, RenewBody, ValidateQuery,
+};
+use super::error::{ApiError, ErrorCode};
+use super::extract::{JsonBody, LockPath, QueryParams};
+use super::AppState;
+use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
+use crate::store::ListQuery;
+
+pub const DEFAULT_PAGE: usize = 100;
+pub const MAX_PAGE: usize = 1000;
+
+type Reply = Result<Json<Value>, ApiError>;
+
+/// The authenticated caller of a `/v1` route.
+pub struct Caller(pub Role);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
+        app.auth.caller(&parts.headers).map(Caller)
+    }
+}
+
+fn lease(raw: &str) -> Result<LeaseId, ApiError> {
+    LeaseId::parse(raw).map_err(ApiError::invalid)
+}
+
+pub async fn acquire(
+    State(app): State<AppState>,
+    Caller(role): Caller,
+    LockPath(name): LockPath,
+    JsonBody(body): JsonBody<AcquireBody>,
+) -> Reply {
+    let request = body.validate(app.limits)?;
+    if request.priority == Priority::OVERRIDE {
+        require_admin(role, "priority 2147483647 (the SRE override)")?;
+    }
+    let granted = app
+        .service
+        .acquire(name, request)
+        .await
+        .map_err(|e| ApiError::from(e).on_acquire())?;
+    Ok(Json(json!({
+        "acquired": true,
+        "lease_id": granted.lease_id.to_string(),
+        "fencing_token": granted.fencing_token.0,
+        "lock": LockInfo::of(&granted.lock, None),
+    })))
+}
+
+pub async fn renew(
+    State(app): State<AppState>,
+    _: Caller,
+    LockPath(name): LockPath,
+    JsonBody(body): JsonBody<RenewBody>,
+) -> Reply {
+    let lease_id = lease(&body.lease_id)?;
+    let max = i64::try_from(app.limits.max_lease_ms).unwrap_or(i64::MAX);
+    let lease_ms = match body.lease_ms {
+        Some(ms) if !(1..=max).contains(&ms) => {
+            return Err(ApiError::invalid(format!(
+                "lease_ms must be between 1 and {max}"
+            )));
+        }
+        other => other.map(|ms| ms as u64),
+    };
+    let lock = app.service.renew(&name, &lease_id, lease_ms).await?;
+    Ok(Json(json!({"lock": LockInfo::of(&lock, None)})))
+}
+
+pub async fn release(
+    State(app): State<AppState>,
+    _: Caller,
+    LockPath(name): LockPath,
+    JsonBody(body): JsonBody<ReleaseBody>,
+) -> Reply {
+    let lease_id = lease(&body.lease_id)?;
+    let lock = app.service.release(&name, &lease_id).await?;
+    Ok(Json(
+        json!({"released": true, "lock": LockInfo::of(&lock, None)}),
+    ))
+}
+
+pub async fn force_release(
+    State(app): State<AppState>,
+    Caller(role): Caller,
+    LockPath(name): LockPath,
+) -> Reply {
+    require_admin(role, "force release")?;
+    let (lock, _removed) = app.service.force_release(&name).await?;
+    Ok(Json(
+        json!({"released": true, "lock": LockInfo::of(&lock, None)}),
+    ))
+}
+
+pub async fn get_lock(
+    State(app): State<AppState>,
+    _: Caller,
+    LockPath(name): LockPath,
+    QueryParams(query): QueryParams<GetQuery>,
+) -> Reply {
+    let lock = app.service.get(&name).await?;
+    Ok(Json(json!(LockInfo::of(&lock, query.owner.as_deref()))))
+}
+
+pub async fn validate(
+    State(app): State<AppState>,
+    _: Caller,
+    LockPath(name): LockPath,
+    QueryParams(query): QueryParams<ValidateQuery>,
+) -> Reply {
+    let token = query
+        .fencing_token
+        .as_deref()
+        .ok_or_else(|| ApiError::invalid("the fencing_token query parameter is required"))?
+        .parse::<u64>()
+        .map_err(|_| ApiError::invalid("fencing_token must be a non-negative integer"))?;
+    let current = app.service.validate(&name, FencingToken(token)).await?;
+    Ok(Json(json!({"current": current})))
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    _: Caller,
+    QueryParams(params): QueryParams<ListParams>,
+) -> Reply {
+    let prefix = params.prefix.unwrap_or_default();
+    if prefix.len() > MAX_NAME_BYTES {
+        return Err(ApiError::invalid(format!(
+            "prefix is longer than {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    let limit = match params.limit.as_deref() {
+        None => DEFAULT_PAGE,
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| ApiError::invalid(format!("limit must be between 1 and {MAX_PAGE}")))?,
+    };
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let query = ListQuery {
+        prefix,
+        after,
+        limit,
+    };
+    let (locks, more) = app.service.list(&query).await?;
+    let next_cursor = more
+        .then(|| {
+            locks
+                .last()
+                .map(|lock| URL_SAFE_NO_PAD.encode(lock.name.as_str()))
+        })
+        .flatten();
+    let locks: Vec<LockInfo> = locks.iter().map(|lock| LockInfo::of(lock, None)).collect();
+    Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
+}
+
+fn decode_cursor(raw: &str) -> Result<LockName, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|name| LockName::parse(&name).ok())
+        .ok_or_else(|| ApiError::invalid("cursor is not one this service returned"))
+}
+
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub async fn readyz(State(app): State<AppState>) -> Reply {
+    app.service.ready().await?;
+    Ok(Json(json!({"status": "ready"})))
+}
+
+pub const OPENAPI: &str = include_str!("../../openapi.yaml");
+
+pub async fn openapi() -> impl IntoResponse {
+    ([(CONTENT_TYPE, "application/yaml")], OPENAPI)
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not take that method",
+    )
+}

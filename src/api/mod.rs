@@ -1,0 +1,56 @@
+//! The HTTP API (v1): routes, shared state, and the request/response shapes.
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::service::LockService;
+
+pub mod auth;
+pub mod dto;
+pub mod error;
+pub mod extract;
+mod handlers;
+
+pub use handlers::OPENAPI;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Arc<LockService>,
+    pub auth: auth::Auth,
+    pub limits: dto::Limits,
+}
+
+/// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
+pub const ROUTES: [(&str, &str); 10] = [
+    ("get", "/v1/locks"),
+    ("get", "/v1/locks/{name}"),
+    ("delete", "/v1/locks/{name}"),
+    ("post", "/v1/locks/{name}/acquire"),
+    ("post", "/v1/locks/{name}/renew"),
+    ("post", "/v1/locks/{name}/release"),
+    ("get", "/v1/locks/{name}/validate"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/openapi.yaml"),
+];
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/locks", get(handlers::list))
+        .route(
+            "/v1/locks/{name}",
+            get(handlers::get_lock).delete(handlers::force_release),
+        )
+        .route("/v1/locks/{name}/acquire", post(handlers::acquire))
+        .route("/v1/locks/{name}/renew", post(handlers::renew))
+        .route("/v1/locks/{name}/release", post(handlers::release))
+        .route("/v1/locks/{name}/validate", get(handlers::validate))
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz))
+        .route("/openapi.yaml", get(handlers::openapi))
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .with_state(state)
+}

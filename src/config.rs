@@ -1,0 +1,131 @@
+//! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockwarden",
+    version,
+    about = "Named, leased, prioritised locks over HTTP, stored in ZooKeeper"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the lock service.
+    Serve(ServeArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "LOCKWARDEN_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// ZooKeeper connection string (host:port,...). Without it, locks live in memory.
+    #[arg(long, env = "LOCKWARDEN_ZK")]
+    pub zk: Option<String>,
+    /// The znode under which lock records live.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_LOCK_ROOT",
+        default_value = "/lockwarden/locks"
+    )]
+    pub lock_root: String,
+    /// The znode under which queues and other state live.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_STATE_ROOT",
+        default_value = "/lockwarden/state"
+    )]
+    pub state_root: String,
+    /// A token that /v1 calls must present as `Authorization: Bearer <token>` (repeatable;
+    /// the variable takes a comma-separated list).
+    #[arg(
+        long = "api-token",
+        env = "LOCKWARDEN_API_TOKEN",
+        value_delimiter = ','
+    )]
+    pub api_tokens: Vec<String>,
+    /// The admin token: needed for priority 2147483647 and force release.
+    #[arg(long, env = "LOCKWARDEN_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// The secret that signs webhooks, as `whsec_<base64>`.
+    #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET")]
+    pub webhook_secret: Option<String>,
+    /// Allow webhook targets on loopback, private and link-local addresses.
+    #[arg(long, env = "LOCKWARDEN_WEBHOOK_ALLOW_PRIVATE")]
+    pub webhook_allow_private: bool,
+    /// The longest lease a caller may ask for.
+    #[arg(long, env = "LOCKWARDEN_MAX_LEASE_MS", default_value_t = 86_400_000)]
+    pub max_lease_ms: u64,
+    /// The longest a caller may ask to wait.
+    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_MS", default_value_t = 300_000)]
+    pub max_waiting_ms: u64,
+    /// How long one request may spend on the store before it answers 503.
+    #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub store_timeout_ms: u64,
+    /// The ZooKeeper session timeout.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_ZK_SESSION_TIMEOUT_MS",
+        default_value_t = 6_000
+    )]
+    pub zk_session_timeout_ms: u64,
+}
+
+fn valid_znode_path(flag: &str, path: &str) -> Result<(), String> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let ok = path.starts_with('/')
+        && path.len() > 1
+        && !path.ends_with('/')
+        && parts[1..]
+            .iter()
+            .all(|p| !p.is_empty() && *p != "." && *p != ".." && *p != "zookeeper");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{flag} must be an absolute znode path such as /lockwarden/locks, got {path:?}"
+        ))
+    }
+}
+
+impl ServeArgs {
+    /// Checks what clap cannot; the message names the flag.
+    pub fn check(&self) -> Result<(), String> {
+        valid_znode_path("--lock-root", &self.lock_root)?;
+        valid_znode_path("--state-root", &self.state_root)?;
+        if self.lock_root == self.state_root {
+            return Err("--lock-root and --state-root must differ".into());
+        }
+        if self.max_lease_ms == 0 {
+            return Err("--max-lease-ms must be at least 1".into());
+        }
+        if self.store_timeout_ms == 0 {
+            return Err("--store-timeout-ms must be at least 1".into());
+        }
+        if self
+            .api_tokens
+            .iter()
+            .chain(&self.admin_token)
+            .any(|t| t.trim().is_empty())
+        {
+            return Err("tokens may not be empty".into());
+        }
+        Ok(())
+    }
+
+    /// Defaults for everything, as `lockwarden serve` with no flags would run.
+    pub fn defaults() -> Self {
+        Cli::try_parse_from(["lockwarden", "serve"])
+            .map(|cli| match cli.command {
+                Command::Serve(args) => args,
+            })
+            .expect("the defaults parse")
+    }
+}

@@ -1,0 +1,268 @@
+//! Rule-by-rule tests of the lock decision.
+
+use super::*;
+use crate::record::Requestor;
+
+const NOW: UnixMillis = UnixMillis(1_000_000);
+
+fn request(owner: &str) -> AcquireRequest {
+    AcquireRequest {
+        owner: Owner::parse(owner).unwrap(),
+        lease_ms: 1000,
+        message: "msg".into(),
+        priority: Priority::default(),
+        cleanup_ms: 0,
+        waiting_ms: None,
+        forceful: false,
+        notify_url: None,
+        request_id: None,
+        request_digest: "d1".into(),
+        lease_id: None,
+    }
+}
+
+fn granted(owner: &str, now: UnixMillis) -> (LockRecord, LeaseId) {
+    let lease = LeaseId::random();
+    match decide_acquire(&LockRecord::default(), &request(owner), now, lease) {
+        AcquireDecision::Grant {
+            mut record,
+            lease_id,
+        } => {
+            record.resolve_token(77);
+            (record, lease_id)
+        }
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_free_lock_is_granted_with_a_new_lease() {
+    let lease = LeaseId::random();
+    let decision = decide_acquire(&LockRecord::default(), &request("a"), NOW, lease);
+    let AcquireDecision::Grant { record, lease_id } = decision else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(lease_id, lease);
+    let holder = record.holder.unwrap();
+    assert_eq!(holder.owner, "a");
+    assert_eq!(holder.expires, Expiry::At(UnixMillis(1_001_000)));
+    assert_eq!(holder.acquired_at, Some(NOW));
+    assert_eq!(
+        holder.fencing_token, None,
+        "the grant's token is its write's zxid"
+    );
+}
+
+#[test]
+fn a_live_lock_is_refused_at_equal_or_lower_priority() {
+    let (record, _) = granted("a", NOW);
+    let other = request("b");
+    assert_eq!(
+        decide_acquire(&record, &other, NOW.plus(999), LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+    );
+}
+
+#[test]
+fn the_same_owner_string_is_not_the_holder_without_its_lease() {
+    let (record, _) = granted("a", NOW);
+    assert_eq!(
+        decide_acquire(&record, &request("a"), NOW, LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+    );
+}
+
+#[test]
+fn an_expired_lock_is_granted_to_the_next_caller() {
+    let (record, _) = granted("a", NOW);
+    let at_expiry = NOW.plus(1000);
+    let decision = decide_acquire(&record, &request("b"), at_expiry, LeaseId::random());
+    assert!(
+        matches!(decision, AcquireDecision::Grant { .. }),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn a_never_expiring_helix_lease_stays_held() {
+    let (mut record, _) = granted("a", NOW);
+    record.holder.as_mut().unwrap().expires = Expiry::Never;
+    let far = UnixMillis(i64::MAX - 1);
+    assert_eq!(state(&record, far), LockState::Held);
+    assert_eq!(remaining_ms(&record, far), None);
+}
+
+#[test]
+fn reacquire_keeps_lease_token_and_requestor_and_updates_the_rest() {
+    let (mut record, lease) = granted("a", NOW);
+    record.requestor = Some(Requestor {
+        owner: "r".into(),
+        priority: 3,
+        waiting_ms: None,
+        requested_at: NOW,
+    });
+    let mut again = request("a");
+    again.lease_id = Some(lease);
+    again.lease_ms = 5000;
+    again.message = "new".into();
+    again.priority = Priority::new(2).unwrap();
+    let later = NOW.plus(10);
+    let decision = decide_acquire(&record, &again, later, LeaseId::random());
+    let AcquireDecision::Reacquire {
+        record: new,
+        lease_id,
+    } = decision
+    else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(lease_id, lease);
+    let holder = new.holder.as_ref().unwrap();
+    assert_eq!(holder.fencing_token, Some(FencingToken(77)));
+    assert_eq!(holder.expires, Expiry::At(later.plus(5000)));
+    assert_eq!(holder.message, "new");
+    assert_eq!(holder.priority, 2);
+    assert_eq!(holder.acquired_at, Some(NOW));
+    assert_eq!(new.requestor, record.requestor);
+}
+
+#[test]
+fn an_expired_but_untaken_lease_can_be_reacquired() {
+    let (record, lease) = granted("a", NOW);
+    let mut again = request("a");
+    again.lease_id = Some(lease);
+    let decision = decide_acquire(&record, &again, NOW.plus(5000), LeaseId::random());
+    assert!(
+        matches!(decision, AcquireDecision::Reacquire { .. }),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn a_stale_lease_id_on_a_free_lock_gets_a_fresh_grant() {
+    let mut req = request("a");
+    req.lease_id = Some(LeaseId::random());
+    let decision = decide_acquire(&LockRecord::default(), &req, NOW, LeaseId::random());
+    assert!(matches!(decision, AcquireDecision::Grant { .. }));
+}
+
+#[test]
+fn a_retried_request_id_returns_the_same_grant() {
+    let mut req = request("a");
+    req.request_id = Some(RequestId::parse("r1").unwrap());
+    let lease = LeaseId::random();
+    let AcquireDecision::Grant { record, .. } =
+        decide_acquire(&LockRecord::default(), &req, NOW, lease)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        decide_acquire(&record, &req, NOW.plus(1), LeaseId::random()),
+        AcquireDecision::AlreadyGranted { lease_id: lease }
+    );
+    let mut changed = req.clone();
+    changed.request_digest = "d2".into();
+    assert_eq!(
+        decide_acquire(&record, &changed, NOW.plus(1), LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::RequestIdReused)
+    );
+    let mut other_owner = req.clone();
+    other_owner.owner = Owner::parse("b").unwrap();
+    assert_eq!(
+        decide_acquire(&record, &other_owner, NOW.plus(1), LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld),
+        "a request id only matches for the same owner"
+    );
+}
+
+#[test]
+fn renew_extends_from_now_and_may_change_the_length() {
+    let (record, lease) = granted("a", NOW);
+    let later = NOW.plus(500);
+    let RenewDecision::Write(same_len) = decide_renew(&record, &lease, None, later) else {
+        panic!()
+    };
+    assert_eq!(
+        same_len.holder.as_ref().unwrap().expires,
+        Expiry::At(later.plus(1000))
+    );
+    let RenewDecision::Write(longer) = decide_renew(&record, &lease, Some(9000), later) else {
+        panic!()
+    };
+    let holder = longer.holder.unwrap();
+    assert_eq!(holder.expires, Expiry::At(later.plus(9000)));
+    assert_eq!(holder.lease_ms, Some(9000));
+    assert_eq!(holder.fencing_token, Some(FencingToken(77)));
+}
+
+#[test]
+fn renew_works_after_lazy_expiry_but_not_for_strangers() {
+    let (record, lease) = granted("a", NOW);
+    assert!(matches!(
+        decide_renew(&record, &lease, None, NOW.plus(10_000)),
+        RenewDecision::Write(_)
+    ));
+    assert_eq!(
+        decide_renew(&record, &LeaseId::random(), None, NOW),
+        RenewDecision::NotOwner
+    );
+    assert_eq!(
+        decide_renew(&LockRecord::default(), &lease, None, NOW),
+        RenewDecision::NotOwner
+    );
+}
+
+#[test]
+fn release_rules() {
+    let (record, lease) = granted("a", NOW);
+    let stranger = LeaseId::random();
+    assert_eq!(
+        decide_release(&record, &lease, NOW),
+        ReleaseDecision::Delete
+    );
+    assert_eq!(
+        decide_release(&record, &lease, NOW.plus(5000)),
+        ReleaseDecision::Delete
+    );
+    assert_eq!(
+        decide_release(&record, &stranger, NOW),
+        ReleaseDecision::NotOwner
+    );
+    assert_eq!(
+        decide_release(&record, &stranger, NOW.plus(1000)),
+        ReleaseDecision::AlreadyFree,
+        "an expired lock is free to release, and a stranger's release leaves it alone"
+    );
+    assert_eq!(
+        decide_release(&LockRecord::default(), &stranger, NOW),
+        ReleaseDecision::AlreadyFree
+    );
+}
+
+#[test]
+fn force_release_removes_any_holder() {
+    let (record, _) = granted("a", NOW);
+    assert_eq!(decide_force_release(&record), ReleaseDecision::Delete);
+    assert_eq!(
+        decide_force_release(&LockRecord::default()),
+        ReleaseDecision::AlreadyFree
+    );
+}
+
+#[test]
+fn validate_is_true_only_for_the_live_holders_token() {
+    let (record, _) = granted("a", NOW);
+    assert!(is_current(&record, FencingToken(77), NOW));
+    assert!(!is_current(&record, FencingToken(76), NOW));
+    assert!(!is_current(&record, FencingToken(77), NOW.plus(1000)));
+    assert!(!is_current(&LockRecord::default(), FencingToken(77), NOW));
+}
+
+#[test]
+fn state_and_remaining_time() {
+    let (record, _) = granted("a", NOW);
+    assert_eq!(state(&LockRecord::default(), NOW), LockState::Free);
+    assert_eq!(state(&record, NOW), LockState::Held);
+    assert_eq!(remaining_ms(&record, NOW.plus(400)), Some(600));
+    assert_eq!(state(&record, NOW.plus(1000)), LockState::Expired);
+    assert_eq!(remaining_ms(&record, NOW.plus(3000)), Some(0));
+}

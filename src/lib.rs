@@ -1,0 +1,15 @@
+//! lockwarden: an HTTP service that hands out named, leased, prioritised locks, with the
+//! state in Apache ZooKeeper (or, by default, in memory).
+//!
+//! Layers, from the inside out: [`model`] and [`record`] (values and their stored form),
+//! [`engine`] (the pure lock decision), [`store`] (versioned records with conditional writes),
+//! [`service`] (read, decide, write, retry), and [`api`] (HTTP).
+
+pub mod api;
+pub mod config;
+pub mod engine;
+pub mod model;
+pub mod record;
+pub mod server;
+pub mod service;
+pub mod store;

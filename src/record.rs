@@ -1,0 +1,300 @@
+//! The lock record and its storage format: Apache Helix's ZNRecord JSON.
+//!
+//! A Helix client and lockwarden must read the same znode the same way, so the ten Helix
+//! fields keep Helix's names, string encoding and defaults (a missing or unparsable field
+//! reads as Helix's default; `OWNER` `NONE` means free). lockwarden's own facts live in
+//! extra `LW_*` fields, which Helix ignores.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::model::{FencingToken, LeaseId, UnixMillis, NO_OWNER};
+
+/// When a lease runs out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// Helix's `TIMEOUT = Long.MAX_VALUE`: the lease never runs out.
+    Never,
+    At(UnixMillis),
+}
+
+impl Expiry {
+    pub fn has_passed(self, now: UnixMillis) -> bool {
+        match self {
+            Expiry::Never => false,
+            // Expired at the instant itself, so there is no moment at which a lease is neither
+            // live nor expired (Helix bug B12).
+            Expiry::At(at) => now >= at,
+        }
+    }
+}
+
+/// The current (possibly expired) holder of a lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    pub message: String,
+    pub expires: Expiry,
+    pub priority: u32,
+    pub waiting_ms: Option<u64>,
+    pub cleanup_ms: u64,
+    pub forceful: bool,
+    /// `None` for a record written by Helix, which has no leases.
+    pub lease_id: Option<LeaseId>,
+    pub lease_ms: Option<u64>,
+    pub acquired_at: Option<UnixMillis>,
+    /// Absent right after the granting write: the token is then that write's zxid, which the
+    /// store fills in when it reads the record. Every later write that keeps the holder
+    /// stores the token explicitly.
+    pub fencing_token: Option<FencingToken>,
+    pub notify_url: Option<String>,
+    /// The idempotency key and body digest of the acquire that created this grant.
+    pub request_id: Option<String>,
+    pub request_digest: Option<String>,
+}
+
+/// A pending higher-priority request (Helix's `REQUESTOR_*` fields).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requestor {
+    pub owner: String,
+    pub priority: u32,
+    pub waiting_ms: Option<u64>,
+    pub requested_at: UnixMillis,
+}
+
+/// Everything stored about one lock. The default is a free lock.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockRecord {
+    pub holder: Option<Holder>,
+    pub requestor: Option<Requestor>,
+}
+
+impl LockRecord {
+    pub fn held_by(holder: Holder) -> Self {
+        LockRecord {
+            holder: Some(holder),
+            requestor: None,
+        }
+    }
+
+    /// True when the record says nothing that a later caller needs: the znode can go.
+    pub fn is_free(&self) -> bool {
+        self.holder.is_none() && self.requestor.is_none()
+    }
+
+    /// Fills in the token of a holder whose granting write was the last write (see
+    /// [`Holder::fencing_token`]).
+    pub fn resolve_token(&mut self, last_write_zxid: i64) {
+        if let Some(holder) = &mut self.holder {
+            if holder.fencing_token.is_none() {
+                holder.fencing_token = Some(FencingToken(last_write_zxid.max(0) as u64));
+            }
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut f: BTreeMap<&str, String> = BTreeMap::new();
+        let h = self.holder.as_ref();
+        f.insert("OWNER", h.map_or(NO_OWNER.into(), |h| h.owner.clone()));
+        f.insert("MESSAGE", h.map_or(NO_OWNER.into(), |h| h.message.clone()));
+        let timeout = match h.map(|h| h.expires) {
+            None => -1,
+            Some(Expiry::Never) => i64::MAX,
+            Some(Expiry::At(at)) => at.0,
+        };
+        f.insert("TIMEOUT", timeout.to_string());
+        f.insert("PRIORITY", h.map_or(0, |h| h.priority).to_string());
+        f.insert(
+            "WAITING_TIMEOUT",
+            ms_or_minus_one(h.and_then(|h| h.waiting_ms)),
+        );
+        f.insert(
+            "CLEANUP_TIMEOUT",
+            h.map_or("-1".into(), |h| h.cleanup_ms.to_string()),
+        );
+        let r = self.requestor.as_ref();
+        f.insert(
+            "REQUESTOR_ID",
+            r.map_or(NO_OWNER.into(), |r| r.owner.clone()),
+        );
+        f.insert(
+            "REQUESTOR_PRIORITY",
+            r.map_or(0, |r| r.priority).to_string(),
+        );
+        f.insert(
+            "REQUESTOR_WAITING_TIMEOUT",
+            ms_or_minus_one(r.and_then(|r| r.waiting_ms)),
+        );
+        f.insert(
+            "REQUESTING_TIMESTAMP",
+            r.map_or(-1, |r| r.requested_at.0).to_string(),
+        );
+        if let Some(h) = h {
+            put(&mut f, "LW_LEASE_ID", h.lease_id.map(|l| l.to_string()));
+            put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
+            put(
+                &mut f,
+                "LW_ACQUIRED_AT",
+                h.acquired_at.map(|v| v.0.to_string()),
+            );
+            put(
+                &mut f,
+                "LW_FENCING_TOKEN",
+                h.fencing_token.map(|t| t.0.to_string()),
+            );
+            put(
+                &mut f,
+                "LW_FORCEFUL",
+                h.forceful.then(|| "true".to_string()),
+            );
+            put(&mut f, "LW_NOTIFY_URL", h.notify_url.clone());
+            put(&mut f, "LW_REQUEST_ID", h.request_id.clone());
+            put(&mut f, "LW_REQUEST_DIGEST", h.request_digest.clone());
+        }
+        let doc = json!({"id": "LOCK", "simpleFields": f, "listFields": {}, "mapFields": {}});
+        serde_json::to_vec(&doc).expect("a map of strings always serialises")
+    }
+
+    /// Reads a znode's data. Empty data (a released or intermediate node) is a free lock.
+    /// Data that is not a ZNRecord also reads as free, as in Helix; the error says why, so
+    /// the caller can log it.
+    pub fn decode(data: &[u8]) -> Result<LockRecord, String> {
+        if data.is_empty() {
+            return Ok(LockRecord::default());
+        }
+        let doc: Value = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+        let fields = doc
+            .get("simpleFields")
+            .and_then(Value::as_object)
+            .ok_or("the record has no simpleFields object")?;
+        let text = |key: &str| fields.get(key).and_then(Value::as_str);
+        let long = |key: &str| text(key).and_then(|s| s.trim().parse::<i64>().ok());
+        let duration = |key: &str| long(key).and_then(|v| u64::try_from(v).ok());
+        let priority = |key: &str| long(key).map_or(0, |v| v.clamp(0, i64::from(i32::MAX)) as u32);
+
+        let holder = match text("OWNER") {
+            None | Some(NO_OWNER) => None,
+            Some(owner) => Some(Holder {
+                owner: owner.to_owned(),
+                message: text("MESSAGE").unwrap_or_default().to_owned(),
+                expires: match long("TIMEOUT").unwrap_or(-1) {
+                    i64::MAX => Expiry::Never,
+                    at => Expiry::At(UnixMillis(at)),
+                },
+                priority: priority("PRIORITY"),
+                waiting_ms: duration("WAITING_TIMEOUT"),
+                cleanup_ms: duration("CLEANUP_TIMEOUT").unwrap_or(0),
+                forceful: text("LW_FORCEFUL") == Some("true"),
+                lease_id: text("LW_LEASE_ID").and_then(|s| LeaseId::parse(s).ok()),
+                lease_ms: duration("LW_LEASE_MS"),
+                acquired_at: long("LW_ACQUIRED_AT").map(UnixMillis),
+                fencing_token: duration("LW_FENCING_TOKEN").map(FencingToken),
+                notify_url: text("LW_NOTIFY_URL").map(str::to_owned),
+                request_id: text("LW_REQUEST_ID").map(str::to_owned),
+                request_digest: text("LW_REQUEST_DIGEST").map(str::to_owned),
+            }),
+        };
+        let requestor = match text("REQUESTOR_ID") {
+            None | Some(NO_OWNER) => None,
+            Some(owner) => Some(Requestor {
+                owner: owner.to_owned(),
+                priority: priority("REQUESTOR_PRIORITY"),
+                waiting_ms: duration("REQUESTOR_WAITING_TIMEOUT"),
+                requested_at: UnixMillis(long("REQUESTING_TIMESTAMP").unwrap_or(-1)),
+            }),
+        };
+        Ok(LockRecord { holder, requestor })
+    }
+}
+
+fn ms_or_minus_one(ms: Option<u64>) -> String {
+    ms.map_or("-1".into(), |v| v.to_string())
+}
+
+fn put(fields: &mut BTreeMap<&'static str, String>, key: &'static str, value: Option<String>) {
+    if let Some(value) = value {
+        fields.insert(key, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Holder {
+        Holder {
+            owner: "deploy-bot".into(),
+            message: "schema migration".into(),
+            expires: Expiry::At(UnixMillis(1_800_000_000_000)),
+            priority: 5,
+            waiting_ms: Some(2000),
+            cleanup_ms: 100,
+            forceful: true,
+            lease_id: Some(LeaseId::random()),
+            lease_ms: Some(30_000),
+            acquired_at: Some(UnixMillis(1_799_999_970_000)),
+            fencing_token: Some(FencingToken(4_294_967_401)),
+            notify_url: Some("http://127.0.0.1:9/hook".into()),
+            request_id: Some("req-1".into()),
+            request_digest: Some("abc".into()),
+        }
+    }
+
+    #[test]
+    fn a_record_survives_a_round_trip() {
+        let record = LockRecord {
+            holder: Some(sample()),
+            requestor: Some(Requestor {
+                owner: "sre".into(),
+                priority: 9,
+                waiting_ms: None,
+                requested_at: UnixMillis(1_799_999_999_000),
+            }),
+        };
+        assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);
+        let free = LockRecord::default();
+        assert_eq!(LockRecord::decode(&free.encode()).unwrap(), free);
+    }
+
+    #[test]
+    fn helix_fields_are_strings_with_helix_names() {
+        let doc: Value = serde_json::from_slice(&LockRecord::default().encode()).unwrap();
+        assert_eq!(doc["id"], "LOCK");
+        let f = &doc["simpleFields"];
+        assert_eq!(f["OWNER"], "NONE");
+        assert_eq!(f["TIMEOUT"], "-1");
+        assert_eq!(f["PRIORITY"], "0");
+        assert_eq!(f["REQUESTING_TIMESTAMP"], "-1");
+    }
+
+    #[test]
+    fn a_helix_record_reads_with_helix_defaults() {
+        let raw = br#"{"id":"x","simpleFields":{"OWNER":"u1","TIMEOUT":"9223372036854775807",
+            "MESSAGE":"Test","CLEANUP_TIMEOUT":"oops","REQUESTOR_ID":null},"listFields":{},"mapFields":{}}"#;
+        let record = LockRecord::decode(raw).unwrap();
+        let holder = record.holder.unwrap();
+        assert_eq!(holder.owner, "u1");
+        assert_eq!(holder.priority, 0, "a missing PRIORITY reads as 0");
+        assert_eq!(holder.expires, Expiry::Never);
+        assert_eq!(holder.cleanup_ms, 0);
+        assert_eq!(holder.lease_id, None);
+        assert!(record.requestor.is_none());
+    }
+
+    #[test]
+    fn empty_or_foreign_data_reads_as_free() {
+        assert!(LockRecord::decode(b"").unwrap().is_free());
+        assert!(LockRecord::decode(b"not json").is_err());
+        let no_owner = LockRecord::decode(br#"{"simpleFields":{}}"#).unwrap();
+        assert!(no_owner.is_free());
+    }
+
+    #[test]
+    fn expiry_is_judged_at_the_instant() {
+        let at = Expiry::At(UnixMillis(100));
+        assert!(!at.has_passed(UnixMillis(99)));
+        assert!(at.has_passed(UnixMillis(100)));
+        assert!(!Expiry::Never.has_passed(UnixMillis(i64::MAX)));
+    }
+}

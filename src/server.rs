@@ -1,0 +1,66 @@
+//! Wires configuration, store, service and router together, and runs the HTTP server.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::api::{self, auth::Auth, dto::Limits, AppState};
+use crate::config::ServeArgs;
+use crate::service::LockService;
+use crate::store::{memory::MemoryStore, zk::ZkStore, LockStore};
+
+/// Builds the application. Must run inside a tokio runtime (the ZooKeeper session starts).
+pub fn app(args: &ServeArgs) -> Result<Router, String> {
+    args.check()?;
+    let store: Arc<dyn LockStore> = match &args.zk {
+        Some(connect) => Arc::new(ZkStore::new(
+            connect.clone(),
+            &args.lock_root,
+            Duration::from_millis(args.zk_session_timeout_ms),
+        )),
+        None => Arc::new(MemoryStore::new()),
+    };
+    let service = Arc::new(LockService::new(
+        store,
+        Duration::from_millis(args.store_timeout_ms),
+    ));
+    Ok(api::router(AppState {
+        service,
+        auth: Auth::new(&args.api_tokens, args.admin_token.as_deref()),
+        limits: Limits {
+            max_lease_ms: args.max_lease_ms,
+            max_waiting_ms: args.max_waiting_ms,
+        },
+    }))
+}
+
+/// Serves on `listener` until `shutdown` completes.
+pub async fn serve_on(
+    listener: TcpListener,
+    args: ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let app = app(&args)?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
+    info!(%addr, %store, "lockwarden listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+pub async fn serve(
+    args: ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    args.check()?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    serve_on(listener, args, shutdown).await
+}

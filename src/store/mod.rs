@@ -1,0 +1,119 @@
+//! The storage boundary: versioned lock records with conditional writes.
+//!
+//! Both stores offer the same model as a ZooKeeper znode: a record carries a version and the
+//! id (zxid) of the write that last changed it, every write names the version it expects, and
+//! a write against a changed record reports [`WriteOutcome::Conflict`] so the caller can
+//! re-read and decide again.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use crate::model::LockName;
+use crate::record::LockRecord;
+
+pub mod memory;
+pub mod zk;
+
+/// A record as read, with what a conditional write against it needs.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    /// The record, with the holder's fencing token resolved.
+    pub record: LockRecord,
+    pub version: Version,
+}
+
+/// Identifies the exact state a record was read in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub number: i32,
+    /// ZooKeeper only: the znode is a container (an intermediate node of nested names), which
+    /// a record must never live in, because the server reaps containers.
+    pub container: bool,
+    pub has_children: bool,
+}
+
+impl Version {
+    pub fn plain(number: i32) -> Self {
+        Version {
+            number,
+            container: false,
+            has_children: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The write landed; `zxid` identifies it (the fencing token of a grant).
+    Written { zxid: i64 },
+    /// The record changed since it was read (or appeared, or vanished): read again.
+    Conflict,
+    /// The name is the parent of existing nested locks, and cannot hold a record itself.
+    NestedLocks,
+}
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached in time; nothing was changed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A write was sent but its answer was lost: it may or may not have landed.
+    #[error("outcome of a store write is unknown: {0}")]
+    OutcomeUnknown(String),
+}
+
+/// Which locks a listing wants.
+#[derive(Clone, Debug)]
+pub struct ListQuery {
+    /// A plain string prefix of the lock name.
+    pub prefix: String,
+    /// Return only names after this one (the cursor).
+    pub after: Option<LockName>,
+    pub limit: usize,
+}
+
+/// Held or expired locks in name order, and whether more may follow.
+#[derive(Clone, Debug, Default)]
+pub struct ListPage {
+    pub locks: Vec<(LockName, LockRecord)>,
+    pub more: bool,
+}
+
+#[async_trait]
+pub trait LockStore: Send + Sync + 'static {
+    /// Reads a lock's record; `None` when no record exists (a free lock).
+    async fn read(&self, name: &LockName, deadline: Instant) -> Result<Option<Stored>, StoreError>;
+    /// Creates the record of a lock that has none.
+    async fn create(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError>;
+    /// Replaces a record, if it is still at `version`.
+    async fn update(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError>;
+    /// Removes a record, if it is still at `version`.
+    async fn delete(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError>;
+    async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError>;
+    /// Succeeds when the store answers a request within the deadline.
+    async fn ready(&self, deadline: Instant) -> Result<(), StoreError>;
+}
+
+/// True when `name` belongs in a listing for `query`.
+pub(crate) fn listed(query: &ListQuery, name: &LockName, record: &LockRecord) -> bool {
+    record.holder.is_some()
+        && name.as_str().starts_with(&query.prefix)
+        && query.after.as_ref().is_none_or(|after| name > after)
+}

@@ -1,0 +1,366 @@
+//! The ZooKeeper store: one persistent znode per lock at `{lock_root}/{name}`, holding the
+//! Helix ZNRecord; intermediate znodes of nested names are containers, which the server
+//! removes once they are empty.
+//!
+//! Every change is a single conditional write. Every call is bounded by the request's
+//! deadline, because the client neither times out nor cancels a request on its own; a write
+//! whose answer is lost is reported as [`StoreError::OutcomeUnknown`] so the service re-reads.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tracing::warn;
+use zookeeper_client as zk;
+
+use super::{ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
+use crate::model::LockName;
+use crate::record::LockRecord;
+
+mod list;
+mod session;
+
+pub use session::ZkSession;
+
+/// `Stat::ephemeral_owner` of a container znode (ZooKeeper's `CONTAINER_EPHEMERAL_OWNER`).
+const CONTAINER_OWNER: i64 = i64::MIN;
+
+pub struct ZkStore {
+    session: ZkSession,
+    lock_root: String,
+}
+
+/// A call that got no answer from ZooKeeper.
+pub(super) enum NoAnswer {
+    /// There is no live session: nothing was sent.
+    NoSession,
+    /// The deadline passed: the request may still be applied.
+    TimedOut,
+}
+
+impl ZkStore {
+    pub fn new(connect: String, lock_root: &str, session_timeout: Duration) -> Self {
+        ZkStore {
+            session: ZkSession::start(connect, session_timeout),
+            lock_root: lock_root.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    fn path(&self, name: &LockName) -> String {
+        format!("{}/{}", self.lock_root, name)
+    }
+
+    async fn client(&self, deadline: Instant) -> Result<zk::Client, NoAnswer> {
+        self.session
+            .client(deadline)
+            .await
+            .ok_or(NoAnswer::NoSession)
+    }
+
+    async fn within<T>(
+        deadline: Instant,
+        call: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Result<T, zk::Error>, NoAnswer> {
+        tokio::time::timeout_at(deadline.into(), call)
+            .await
+            .map_err(|_| NoAnswer::TimedOut)
+    }
+
+    /// Maps a failed read. Session-level errors make the supervisor look at the session.
+    fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
+        match failure {
+            Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
+            Err(NoAnswer::TimedOut) => {
+                StoreError::Unavailable("ZooKeeper did not answer in time".into())
+            }
+            Ok(error) => {
+                self.note(&error);
+                StoreError::Unavailable(error.to_string())
+            }
+        }
+    }
+
+    /// Maps a failed write: unless nothing was sent, its outcome is unknown.
+    fn write_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
+        match failure {
+            Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
+            Err(NoAnswer::TimedOut) => {
+                StoreError::OutcomeUnknown("ZooKeeper did not answer in time".into())
+            }
+            Ok(error) => {
+                self.note(&error);
+                StoreError::OutcomeUnknown(error.to_string())
+            }
+        }
+    }
+
+    fn note(&self, error: &zk::Error) {
+        if matches!(
+            error,
+            zk::Error::SessionExpired
+                | zk::Error::ClientClosed
+                | zk::Error::AuthFailed
+                | zk::Error::SessionMoved
+        ) {
+            self.session.report_trouble();
+        }
+    }
+
+    /// Creates the lock root (persistent) and the intermediate nodes of `name` (containers).
+    async fn create_parents(&self, name: &LockName, deadline: Instant) -> Result<(), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let mut path = String::new();
+        let root_parts = self.lock_root.split('/').filter(|p| !p.is_empty()).count();
+        let parts: Vec<&str> = self
+            .lock_root
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .chain(name.parts())
+            .collect();
+        for (depth, part) in parts[..parts.len() - 1].iter().enumerate() {
+            path.push('/');
+            path.push_str(part);
+            let mode = if depth < root_parts {
+                zk::CreateMode::Persistent
+            } else {
+                zk::CreateMode::Container
+            };
+            let options = mode.with_acls(zk::Acls::anyone_all());
+            match Self::within(deadline, client.create(&path, b"", &options)).await {
+                Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {}
+                Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+                Err(e) => return Err(self.write_failed(Err(e))),
+            }
+        }
+        Ok(())
+    }
+
+    /// A record cannot live in a container (the server would reap it), so a childless
+    /// container is swapped for a persistent node in one transaction.
+    async fn replace_container(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let mut writer = client.new_multi_writer();
+        let data = record.encode();
+        let staged = writer
+            .add_delete(&path, Some(version.number))
+            .and_then(|_| writer.add_create(&path, &data, &options));
+        if let Err(e) = staged {
+            return Err(StoreError::Unavailable(e.to_string()));
+        }
+        match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
+            Ok(Err(zk::MultiWriteError::OperationFailed { source, .. })) => match source {
+                zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {
+                    Ok(WriteOutcome::Conflict)
+                }
+                zk::Error::NotEmpty => Ok(WriteOutcome::NestedLocks),
+                other => Err(self.write_failed(Ok(other))),
+            },
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                Err(self.write_failed(Ok(source)))
+            }
+            // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
+            // (ZOOKEEPER-4026), so the grant's zxid is read back.
+            Ok(Ok(_)) => match Self::within(deadline, client.check_stat(&path)).await {
+                Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                _ => Err(StoreError::OutcomeUnknown(
+                    "could not read back a replaced node".into(),
+                )),
+            },
+        }
+    }
+
+    /// After a nested lock is deleted, removes ancestors that are empty persistent nodes
+    /// (left by releasing a lock that had nested locks). Containers go by themselves.
+    async fn prune_ancestors(&self, name: &LockName, client: &zk::Client, deadline: Instant) {
+        let mut path = self.path(name);
+        while let Some(cut) = path.rfind('/') {
+            path.truncate(cut);
+            if path.len() <= self.lock_root.len() {
+                return;
+            }
+            let Ok(Ok((data, stat))) = Self::within(deadline, client.get_data(&path)).await else {
+                return;
+            };
+            if stat.ephemeral_owner == CONTAINER_OWNER || !data.is_empty() || stat.num_children > 0
+            {
+                return;
+            }
+            if !matches!(
+                Self::within(deadline, client.delete(&path, Some(stat.version))).await,
+                Ok(Ok(()))
+            ) {
+                return;
+            }
+        }
+    }
+}
+
+fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
+    let mut record = LockRecord::decode(data).unwrap_or_else(|error| {
+        warn!(lock = %name, %error, "lock znode does not hold a ZNRecord; reading it as free");
+        LockRecord::default()
+    });
+    record.resolve_token(stat.mzxid);
+    Stored {
+        record,
+        version: Version {
+            number: stat.version,
+            container: stat.ephemeral_owner == CONTAINER_OWNER,
+            has_children: stat.num_children > 0,
+        },
+    }
+}
+
+#[async_trait]
+impl LockStore for ZkStore {
+    async fn read(&self, name: &LockName, deadline: Instant) -> Result<Option<Stored>, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        match Self::within(deadline, client.get_data(&self.path(name))).await {
+            Ok(Ok((data, stat))) => Ok(Some(stored(name, &data, &stat))),
+            Ok(Err(zk::Error::NoNode)) => Ok(None),
+            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
+            Err(e) => Err(self.read_failed(Err(e))),
+        }
+    }
+
+    async fn create(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let data = record.encode();
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        // The parents may vanish between creating them and the create (an emptied container
+        // is reaped), so a few rounds are allowed.
+        for _ in 0..4 {
+            let client = self
+                .client(deadline)
+                .await
+                .map_err(|e| self.write_failed(Err(e)))?;
+            match Self::within(deadline, client.create(&path, &data, &options)).await {
+                Ok(Ok((stat, _))) => return Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                Ok(Err(zk::Error::NodeExists)) => return Ok(WriteOutcome::Conflict),
+                Ok(Err(zk::Error::NoNode)) => self.create_parents(name, deadline).await?,
+                Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+                Err(e) => return Err(self.write_failed(Err(e))),
+            }
+        }
+        Ok(WriteOutcome::Conflict)
+    }
+
+    async fn update(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        if version.container {
+            if version.has_children {
+                return Ok(WriteOutcome::NestedLocks);
+            }
+            return self
+                .replace_container(name, record, version, deadline)
+                .await;
+        }
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        let call = client.set_data(&self.path(name), &record.encode(), Some(version.number));
+        match Self::within(deadline, call).await {
+            Ok(Ok(stat)) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+
+    async fn delete(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        match Self::within(deadline, client.delete(&path, Some(version.number))).await {
+            Ok(Ok(())) => {
+                if name.parts().nth(1).is_some() {
+                    self.prune_ancestors(name, &client, deadline).await;
+                }
+                Ok(WriteOutcome::Written { zxid: 0 })
+            }
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            // Locks are nested under this one: keep the node, emptied, as their parent.
+            Ok(Err(zk::Error::NotEmpty)) => {
+                match Self::within(deadline, client.set_data(&path, b"", Some(version.number)))
+                    .await
+                {
+                    Ok(Ok(stat)) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                    Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
+                        Ok(WriteOutcome::Conflict)
+                    }
+                    Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+                    Err(e) => Err(self.write_failed(Err(e))),
+                }
+            }
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+
+    async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let mut page = ListPage::default();
+        list::walk(
+            &client,
+            &self.lock_root,
+            Vec::new(),
+            query,
+            &mut page,
+            deadline,
+        )
+        .await
+        .map_err(|e| self.read_failed(e))?;
+        Ok(page)
+    }
+
+    async fn ready(&self, deadline: Instant) -> Result<(), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        match Self::within(deadline, client.check_stat("/")).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
+            Err(e) => Err(self.read_failed(Err(e))),
+        }
+    }
+}

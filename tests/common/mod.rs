@@ -1,0 +1,286 @@
+//! Shared test harness: a real ZooKeeper, lockwarden instances on loopback, and an HTTP
+//! client with helpers that speak the API.
+
+#![allow(dead_code)]
+
+pub mod zk;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockwarden::config::ServeArgs;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use zookeeper_client as zkc;
+
+pub use zk::ZkServer;
+
+/// A fresh, unique lock root, so tests sharing one ZooKeeper never see each other's locks.
+pub fn unique_root() -> String {
+    format!("/t-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Arguments for an instance on `zk` under a fresh root, with short timeouts.
+pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
+    let mut args = ServeArgs::defaults();
+    args.zk = Some(zk.connect_string());
+    args.lock_root = format!("{root}/locks");
+    args.state_root = format!("{root}/state");
+    args.store_timeout_ms = 1000;
+    args.zk_session_timeout_ms = 4000;
+    args
+}
+
+pub fn encode(name: &str) -> String {
+    name.replace('/', "%2F")
+}
+
+/// A lockwarden instance running inside the test process.
+pub struct Service {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub root: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+impl Service {
+    pub async fn start(args: ServeArgs) -> Service {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let root = args.lock_root.trim_end_matches("/locks").to_owned();
+        let task = tokio::spawn(async move {
+            lockwarden::server::serve_on(listener, args, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Service {
+            base,
+            http: http_client(),
+            root,
+            task,
+        }
+    }
+
+    /// An instance on the shared ZooKeeper, under a fresh lock root.
+    pub async fn zk() -> Service {
+        Self::start(zk_args(zk::shared(), &unique_root())).await
+    }
+
+    pub async fn zk_with(adjust: impl FnOnce(&mut ServeArgs)) -> Service {
+        let mut args = zk_args(zk::shared(), &unique_root());
+        adjust(&mut args);
+        Self::start(args).await
+    }
+
+    /// An instance on the embedded in-memory store.
+    pub async fn memory() -> Service {
+        Self::start(ServeArgs::defaults()).await
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (StatusCode, Value) {
+        send(&self.http, &self.base, method, path, body, token).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send("POST", path, Some(body), None).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send("GET", path, None, None).await
+    }
+
+    pub async fn acquire(&self, name: &str, body: Value) -> (StatusCode, Value) {
+        self.post(&format!("/v1/locks/{}/acquire", encode(name)), body)
+            .await
+    }
+
+    /// Acquires with defaults for the required fields; asserts success; returns the reply.
+    pub async fn must_acquire(&self, name: &str, owner: &str, lease_ms: u64) -> Value {
+        let (status, body) = self
+            .acquire(name, json!({"owner": owner, "lease_ms": lease_ms}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "acquire {name} as {owner}: {body}");
+        body
+    }
+
+    pub async fn release(&self, name: &str, lease_id: &str) -> (StatusCode, Value) {
+        self.post(
+            &format!("/v1/locks/{}/release", encode(name)),
+            json!({"lease_id": lease_id}),
+        )
+        .await
+    }
+
+    pub async fn renew(&self, name: &str, body: Value) -> (StatusCode, Value) {
+        self.post(&format!("/v1/locks/{}/renew", encode(name)), body)
+            .await
+    }
+
+    pub async fn info(&self, name: &str) -> Value {
+        let (status, body) = self.get(&format!("/v1/locks/{}", encode(name))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    pub async fn validate(&self, name: &str, token: u64) -> bool {
+        let (status, body) = self
+            .get(&format!(
+                "/v1/locks/{}/validate?fencing_token={token}",
+                encode(name)
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["current"].as_bool().unwrap()
+    }
+}
+
+pub async fn send(
+    http: &reqwest::Client,
+    base: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    token: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut request = http.request(method.parse().unwrap(), format!("{base}{path}"));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("the service answers");
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+/// Polls `check` until it returns true or the deadline passes.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A direct ZooKeeper session, for seeding and inspecting znodes the way Helix's tests do.
+pub async fn zk_client(zk: &ZkServer) -> zkc::Client {
+    zkc::Client::connect(&zk.connect_string())
+        .await
+        .expect("connecting to the test ZooKeeper")
+}
+
+/// Writes a raw Helix ZNRecord with the given simple fields at `path` (parents created).
+pub async fn seed_record(client: &zkc::Client, path: &str, fields: Value) {
+    let record = json!({"id": "LOCK", "simpleFields": fields, "listFields": {}, "mapFields": {}});
+    let options = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    let parent = &path[..path.rfind('/').unwrap()];
+    client
+        .mkdir(parent, &options)
+        .await
+        .or_else(|e| {
+            if e == zkc::Error::NodeExists {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .unwrap();
+    client
+        .create(path, &serde_json::to_vec(&record).unwrap(), &options)
+        .await
+        .unwrap();
+}
+
+/// Every znode under `path` (recursively), as paths.
+pub async fn znodes_under(client: &zkc::Client, path: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![path.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let Ok(children) = client.list_children(&dir).await else {
+            continue;
+        };
+        for child in children {
+            let full = format!("{dir}/{child}");
+            found.push(full.clone());
+            pending.push(full);
+        }
+    }
+    found
+}
+
+/// The real `lockwarden` binary in a child process, for restarts and crashes.
+pub struct Process {
+    pub base: String,
+    child: Child,
+}
+
+impl Process {
+    pub async fn start(args: &[String]) -> Process {
+        let port = zk::free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_lockwarden"))
+            .arg("serve")
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting lockwarden");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = http_client();
+        eventually(
+            Duration::from_secs(20),
+            "lockwarden to answer /healthz",
+            || {
+                let url = format!("{base}/healthz");
+                let http = http.clone();
+                async move { http.get(url).send().await.is_ok() }
+            },
+        )
+        .await;
+        Process { base, child }
+    }
+
+    /// Kills the process at once, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
