@@ -59,7 +59,7 @@ pub enum AcquireRefusal {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RenewDecision {
-    Write(LockRecord),
+    Write(Box<LockRecord>),
     NotOwner,
 }
 
@@ -193,10 +193,10 @@ pub fn decide_renew(
         lease_ms: Some(length),
         ..holder.clone()
     };
-    RenewDecision::Write(LockRecord {
+    RenewDecision::Write(Box::new(LockRecord {
         holder: Some(renewed),
         requestor: current.requestor.clone(),
-    })
+    }))
 }
 
 pub fn decide_release(

@@ -76,7 +76,7 @@ pub struct LockService {
 
 /// The result of trying one write.
 enum Put {
-    Landed(LockRecord),
+    Landed(Box<LockRecord>),
     Raced,
     NestedLocks,
 }
@@ -246,7 +246,7 @@ impl LockService {
             Ok(WriteOutcome::Written { zxid }) => {
                 let mut landed = next;
                 landed.resolve_token(zxid);
-                Ok(Put::Landed(landed))
+                Ok(Put::Landed(Box::new(landed)))
             }
             Ok(WriteOutcome::Conflict) => Ok(Put::Raced),
             Ok(WriteOutcome::NestedLocks) => Ok(Put::NestedLocks),
@@ -254,7 +254,7 @@ impl LockService {
                 warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
                 match self.store.read(name, deadline).await? {
                     Some(stored) if same_write(&stored.record, &next) => {
-                        Ok(Put::Landed(stored.record))
+                        Ok(Put::Landed(Box::new(stored.record)))
                     }
                     _ => Ok(Put::Raced),
                 }
@@ -278,7 +278,7 @@ impl LockService {
                 RenewDecision::NotOwner => {
                     return Err(refused(Refusal::NotOwner, name, &record, now))
                 }
-                RenewDecision::Write(next) => next,
+                RenewDecision::Write(next) => *next,
             };
             match self.put(name, current.as_ref(), next, deadline).await? {
                 Put::Landed(written) => return Ok(snapshot(name, &written, now)),

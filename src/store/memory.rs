@@ -37,6 +37,19 @@ impl Inner {
         self.last_zxid += 1;
         self.last_zxid
     }
+
+    /// True when a lock nested under `name` exists; as on ZooKeeper, `name` cannot then
+    /// hold a record itself. Nested names sort right after their parent.
+    fn has_nested(&self, name: &LockName) -> bool {
+        let parent: Vec<&str> = name.parts().collect();
+        self.locks
+            .range((Bound::Excluded(name.clone()), Bound::Unbounded))
+            .next()
+            .is_some_and(|(next, _)| {
+                next.parts().take(parent.len()).eq(parent.iter().copied())
+                    && next.parts().count() > parent.len()
+            })
+    }
 }
 
 impl MemoryStore {
@@ -74,6 +87,9 @@ impl LockStore for MemoryStore {
         let mut inner = self.lock();
         if inner.locks.contains_key(name) {
             return Ok(WriteOutcome::Conflict);
+        }
+        if inner.has_nested(name) {
+            return Ok(WriteOutcome::NestedLocks);
         }
         let zxid = inner.next_zxid();
         let entry = Entry {
@@ -147,5 +163,56 @@ impl LockStore for MemoryStore {
 
     async fn ready(&self, _: Instant) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Expiry, Holder};
+
+    fn name(s: &str) -> LockName {
+        LockName::parse(s).unwrap()
+    }
+
+    fn held() -> LockRecord {
+        LockRecord::held_by(Holder {
+            owner: "o".into(),
+            message: String::new(),
+            expires: Expiry::Never,
+            priority: 0,
+            waiting_ms: None,
+            cleanup_ms: 0,
+            forceful: false,
+            lease_id: None,
+            lease_ms: None,
+            acquired_at: None,
+            fencing_token: None,
+            notify_url: None,
+            request_id: None,
+            request_digest: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_parent_name_cannot_be_created_while_nested_locks_exist() {
+        let store = MemoryStore::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        assert!(matches!(
+            store.create(&name("a/b"), &held(), deadline).await,
+            Ok(WriteOutcome::Written { .. })
+        ));
+        assert_eq!(
+            store.create(&name("a"), &held(), deadline).await.unwrap(),
+            WriteOutcome::NestedLocks
+        );
+        assert!(matches!(
+            store.create(&name("a-b"), &held(), deadline).await,
+            Ok(WriteOutcome::Written { .. })
+        ));
+        assert!(matches!(
+            store.create(&name("a/b/c"), &held(), deadline).await,
+            Ok(WriteOutcome::Written { .. })
+        ));
     }
 }

@@ -27,9 +27,9 @@ pub struct Stored {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Version {
     pub number: i32,
-    /// ZooKeeper only: the znode is a container (an intermediate node of nested names), which
-    /// a record must never live in, because the server reaps containers.
-    pub container: bool,
+    /// ZooKeeper only: the znode holds no data. It may be a container (an intermediate node
+    /// of nested names), which the server reaps, so a record is never written into it.
+    pub empty: bool,
     pub has_children: bool,
 }
 
@@ -37,7 +37,7 @@ impl Version {
     pub fn plain(number: i32) -> Self {
         Version {
             number,
-            container: false,
+            empty: false,
             has_children: false,
         }
     }

@@ -22,9 +22,6 @@ mod session;
 
 pub use session::ZkSession;
 
-/// `Stat::ephemeral_owner` of a container znode (ZooKeeper's `CONTAINER_EPHEMERAL_OWNER`).
-const CONTAINER_OWNER: i64 = i64::MIN;
-
 pub struct ZkStore {
     session: ZkSession,
     lock_root: String,
@@ -138,9 +135,10 @@ impl ZkStore {
         Ok(())
     }
 
-    /// A record cannot live in a container (the server would reap it), so a childless
-    /// container is swapped for a persistent node in one transaction.
-    async fn replace_container(
+    /// A record is never written into an empty znode: it may be a container, which the server
+    /// would reap, and ZooKeeper does not tell a client which nodes are containers. A childless
+    /// empty node is swapped for a persistent one in one transaction instead.
+    async fn replace_empty_node(
         &self,
         name: &LockName,
         record: &LockRecord,
@@ -184,8 +182,8 @@ impl ZkStore {
         }
     }
 
-    /// After a nested lock is deleted, removes ancestors that are empty persistent nodes
-    /// (left by releasing a lock that had nested locks). Containers go by themselves.
+    /// After a nested lock is deleted, removes empty childless ancestors: a persistent one is
+    /// left by releasing a lock that had nested locks, and a container would go anyway.
     async fn prune_ancestors(&self, name: &LockName, client: &zk::Client, deadline: Instant) {
         let mut path = self.path(name);
         while let Some(cut) = path.rfind('/') {
@@ -196,8 +194,7 @@ impl ZkStore {
             let Ok(Ok((data, stat))) = Self::within(deadline, client.get_data(&path)).await else {
                 return;
             };
-            if stat.ephemeral_owner == CONTAINER_OWNER || !data.is_empty() || stat.num_children > 0
-            {
+            if !data.is_empty() || stat.num_children > 0 {
                 return;
             }
             if !matches!(
@@ -220,7 +217,7 @@ fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
         record,
         version: Version {
             number: stat.version,
-            container: stat.ephemeral_owner == CONTAINER_OWNER,
+            empty: data.is_empty(),
             has_children: stat.num_children > 0,
         },
     }
@@ -275,12 +272,12 @@ impl LockStore for ZkStore {
         version: Version,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        if version.container {
+        if version.empty {
             if version.has_children {
                 return Ok(WriteOutcome::NestedLocks);
             }
             return self
-                .replace_container(name, record, version, deadline)
+                .replace_empty_node(name, record, version, deadline)
                 .await;
         }
         let client = self
