@@ -13,3 +13,5 @@ pub mod record;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod waiter;
+pub mod webhook;

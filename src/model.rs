@@ -116,7 +116,8 @@ impl Owner {
 }
 
 /// The secret handle of one grant: whoever presents it may renew or release that lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct LeaseId(Uuid);
 
 impl LeaseId {
@@ -187,6 +188,16 @@ pub struct UnixMillis(pub i64);
 impl UnixMillis {
     pub fn plus(self, ms: u64) -> UnixMillis {
         UnixMillis(self.0.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
+    }
+
+    /// RFC 3339 UTC with milliseconds; `None` outside the years 0000–9999.
+    pub fn rfc3339(self) -> Option<String> {
+        let when =
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000).ok()?;
+        when.format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        ))
+        .ok()
     }
 
     pub fn now() -> UnixMillis {

@@ -54,13 +54,20 @@ pub struct Holder {
     pub request_digest: Option<String>,
 }
 
-/// A pending higher-priority request (Helix's `REQUESTOR_*` fields).
+/// A pending higher-priority request (Helix's `REQUESTOR_*` fields, plus lockwarden's own).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Requestor {
     pub owner: String,
     pub priority: u32,
     pub waiting_ms: Option<u64>,
     pub requested_at: UnixMillis,
+    /// The id of the requestor's node in the lock's queue. `None` for a requestor written
+    /// by Helix, which lockwarden cannot hand the lock to.
+    pub waiter: Option<String>,
+    pub forceful: bool,
+    /// When the holder's cleanup window ends: fixed at the first request, kept when a
+    /// higher requestor displaces a lower one.
+    pub cleanup_deadline: Option<UnixMillis>,
 }
 
 /// Everything stored about one lock. The default is a free lock.
@@ -130,6 +137,19 @@ impl LockRecord {
             "REQUESTING_TIMESTAMP",
             r.map_or(-1, |r| r.requested_at.0).to_string(),
         );
+        if let Some(r) = r {
+            put(&mut f, "LW_REQUESTOR_WAITER", r.waiter.clone());
+            put(
+                &mut f,
+                "LW_REQUESTOR_FORCEFUL",
+                r.forceful.then(|| "true".to_string()),
+            );
+            put(
+                &mut f,
+                "LW_CLEANUP_DEADLINE",
+                r.cleanup_deadline.map(|d| d.0.to_string()),
+            );
+        }
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_ID", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
@@ -202,6 +222,9 @@ impl LockRecord {
                 priority: priority("REQUESTOR_PRIORITY"),
                 waiting_ms: duration("REQUESTOR_WAITING_TIMEOUT"),
                 requested_at: UnixMillis(long("REQUESTING_TIMESTAMP").unwrap_or(-1)),
+                waiter: text("LW_REQUESTOR_WAITER").map(str::to_owned),
+                forceful: text("LW_REQUESTOR_FORCEFUL") == Some("true"),
+                cleanup_deadline: long("LW_CLEANUP_DEADLINE").map(UnixMillis),
             }),
         };
         Ok(LockRecord { holder, requestor })
@@ -250,6 +273,9 @@ mod tests {
                 priority: 9,
                 waiting_ms: None,
                 requested_at: UnixMillis(1_799_999_999_000),
+                waiter: Some("0000000001-abc-0000000007".into()),
+                forceful: true,
+                cleanup_deadline: Some(UnixMillis(1_800_000_000_100)),
             }),
         };
         assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);

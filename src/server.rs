@@ -8,10 +8,12 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tracing::info;
 
-use crate::api::{self, auth::Auth, dto::Limits, AppState};
+use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::config::ServeArgs;
+use crate::service::events::{EventSink, Metrics, NoEvents};
 use crate::service::LockService;
 use crate::store::{memory::MemoryStore, zk::ZkStore, LockStore};
+use crate::webhook::{sign::Secret, Webhooks};
 
 /// Builds the application. Must run inside a tokio runtime (the ZooKeeper session starts).
 pub fn app(args: &ServeArgs) -> Result<Router, String> {
@@ -20,13 +22,25 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         Some(connect) => Arc::new(ZkStore::new(
             connect.clone(),
             &args.lock_root,
+            &args.state_root,
             Duration::from_millis(args.zk_session_timeout_ms),
         )),
         None => Arc::new(MemoryStore::new()),
     };
+    let metrics = Arc::new(Metrics::default());
+    let events: Arc<dyn EventSink> = match &args.webhook_secret {
+        Some(secret) => Arc::new(Webhooks::start(
+            Secret::parse(secret)?,
+            args.webhook_allow_private,
+            metrics.clone(),
+        )),
+        None => Arc::new(NoEvents),
+    };
     let service = Arc::new(LockService::new(
         store,
         Duration::from_millis(args.store_timeout_ms),
+        events,
+        metrics,
     ));
     Ok(api::router(AppState {
         service,
@@ -34,6 +48,10 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         limits: Limits {
             max_lease_ms: args.max_lease_ms,
             max_waiting_ms: args.max_waiting_ms,
+        },
+        webhooks: WebhookPolicy {
+            enabled: args.webhook_secret.is_some(),
+            allow_private: args.webhook_allow_private,
         },
     }))
 }

@@ -67,20 +67,26 @@ async fn bad_lock_names_are_refused() {
     }
 }
 
-/// Sends one request line over a raw connection, because URL-spec clients rewrite `.` and
-/// `..` segments (even percent-encoded) before sending. Returns the status and the body.
-async fn raw_request_line(svc: &Service, method: &str, target: &str) -> (u16, Value) {
+/// Sends raw bytes and reads the whole answer: URL-spec clients rewrite `.` and `..`
+/// segments (even percent-encoded) before sending, and a client still writing a body the
+/// server has already refused may fail with EPIPE before it reads the answer.
+async fn raw_exchange(svc: &Service, request: &[u8]) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(svc.base.trim_start_matches("http://"))
         .await
         .unwrap();
-    let request = format!("{method} {target} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
+    let _ = stream.write_all(request).await;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
     let status = answer[9..12].parse().unwrap();
     let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+async fn raw_request_line(svc: &Service, method: &str, target: &str) -> (u16, Value) {
+    let request = format!("{method} {target} HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+    raw_exchange(svc, request.as_bytes()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,17 +253,22 @@ async fn bad_bodies_and_content_types_are_refused() {
         "unsupported_media_type",
         "no content type",
     );
-    let mut big = br#"{"owner":"o","lease_ms":1000,"message":""#.to_vec();
-    big.extend(std::iter::repeat_n(b'm', 70 * 1024));
-    big.extend(br#""}"#);
-    let (s, b) = raw(&svc, path, Some("application/json"), big).await;
-    assert_error(
-        s,
-        &b,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        "70 KiB body",
+    let head = "POST /v1/locks/x/acquire HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\n";
+    let declared = format!(
+        "{head}content-length: {}\r\n\r\n{{\"owner\":\"o\"",
+        70 * 1024
     );
+    let (s, b) = raw_exchange(&svc, declared.as_bytes()).await;
+    assert_eq!(s, 413, "{b}");
+    assert_eq!(b["error"]["code"], "payload_too_large");
+    let mut chunked = format!("{head}transfer-encoding: chunked\r\n\r\n").into_bytes();
+    for _ in 0..70 {
+        chunked.extend(format!("400\r\n{}\r\n", " ".repeat(1024)).as_bytes());
+    }
+    chunked.extend(b"0\r\n\r\n");
+    let (s, b) = raw_exchange(&svc, &chunked).await;
+    assert_eq!(s, 413, "a 70 KiB chunked body without a length: {b}");
+    assert_eq!(b["error"]["code"], "payload_too_large");
     let (s, b) = raw(
         &svc,
         path,

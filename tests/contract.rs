@@ -194,7 +194,12 @@ fn error_codes_and_acquire_fields_match() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_responses_match_their_schemas() {
     let spec = spec();
-    let svc = Service::zk_with(|args| args.admin_token = Some("adm".into())).await;
+    let svc = Service::zk_with(|args| {
+        args.admin_token = Some("adm".into());
+        args.webhook_secret = Some(common::receiver::SECRET.into());
+        args.webhook_allow_private = true;
+    })
+    .await;
     let (s, acquired) = svc
         .acquire(
             "c/x",

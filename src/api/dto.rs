@@ -2,13 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use time::macros::format_description;
-use time::OffsetDateTime;
 
 use super::error::ApiError;
 use crate::engine::{self, AcquireRequest, LockState};
 use crate::model::{LeaseId, Owner, Priority, RequestId, UnixMillis};
-use crate::record::Expiry;
+use crate::record::{Expiry, Requestor};
 use crate::service::LockSnapshot;
 
 /// Limits set on the command line.
@@ -21,13 +19,8 @@ pub struct Limits {
 pub const MAX_MESSAGE_CHARS: usize = 1024;
 pub const MAX_URL_BYTES: usize = 2048;
 
-/// RFC 3339 UTC with milliseconds; `None` outside the years 0000–9999.
-pub fn rfc3339(at: UnixMillis) -> Option<String> {
-    let when = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.0) * 1_000_000).ok()?;
-    when.format(format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    ))
-    .ok()
+fn rfc3339(at: UnixMillis) -> Option<String> {
+    at.rfc3339()
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -38,6 +31,19 @@ pub struct RequestorInfo {
     pub forceful: bool,
     pub requested_at: Option<String>,
     pub cleanup_deadline: Option<String>,
+}
+
+impl RequestorInfo {
+    pub fn of(r: &Requestor) -> RequestorInfo {
+        RequestorInfo {
+            owner: r.owner.clone(),
+            priority: r.priority,
+            waiting_ms: r.waiting_ms,
+            forceful: r.forceful,
+            requested_at: rfc3339(r.requested_at),
+            cleanup_deadline: r.cleanup_deadline.and_then(rfc3339),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -67,14 +73,7 @@ impl LockInfo {
         let now = lock.read_at;
         let state = engine::state(&lock.record, now);
         let holder = lock.record.holder.as_ref();
-        let requestor = lock.record.requestor.as_ref().map(|r| RequestorInfo {
-            owner: r.owner.clone(),
-            priority: r.priority,
-            waiting_ms: r.waiting_ms,
-            forceful: false,
-            requested_at: rfc3339(r.requested_at),
-            cleanup_deadline: holder.and_then(|h| rfc3339(r.requested_at.plus(h.cleanup_ms))),
-        });
+        let requestor = lock.record.requestor.as_ref().map(RequestorInfo::of);
         LockInfo {
             name: lock.name.to_string(),
             state: match state {
@@ -97,7 +96,7 @@ impl LockInfo {
             forceful: holder.is_some_and(|h| h.forceful),
             fencing_token: holder.and_then(|h| h.fencing_token).map(|t| t.0),
             requestor,
-            waiters: 0,
+            waiters: lock.waiters,
             is_owner: asking_owner
                 .map(|owner| state == LockState::Held && holder.is_some_and(|h| h.owner == owner)),
         }

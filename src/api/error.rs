@@ -127,16 +127,23 @@ impl From<ServiceError> for ApiError {
         match error {
             ServiceError::Refused { refusal, lock } => {
                 let info = LockInfo::of(&lock, None);
+                let name = &lock.name;
                 let (code, message) = match refusal {
-                    Refusal::LockHeld => (ErrorCode::LockHeld, format!("lock '{}' is held by another caller", lock.name)),
-                    Refusal::NotOwner => (
-                        ErrorCode::NotOwner,
-                        format!("that lease does not hold lock '{}'", lock.name),
-                    ),
+                    Refusal::LockHeld => (ErrorCode::LockHeld, format!("lock '{name}' is held by another caller")),
+                    Refusal::NotOwner => (ErrorCode::NotOwner, format!("that lease does not hold lock '{name}'")),
                     Refusal::NameConflict => (
                         ErrorCode::NameConflict,
-                        format!("locks nested under '{}' exist; a lock cannot be taken on their parent name", lock.name),
+                        format!("locks nested under '{name}' exist; a lock cannot be taken on their parent name"),
                     ),
+                    Refusal::CleanupTimeout => (
+                        ErrorCode::CleanupTimeout,
+                        format!("the holder of '{name}' did not release it within the wait; it keeps the lock"),
+                    ),
+                    Refusal::Superseded => (
+                        ErrorCode::Superseded,
+                        format!("a higher-priority request for '{name}' took this request's place"),
+                    ),
+                    Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before '{name}' was free")),
                 };
                 ApiError {
                     lock: Some(Box::new(info)),

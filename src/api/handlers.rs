@@ -49,6 +49,16 @@ pub async fn acquire(
     if request.priority == Priority::OVERRIDE {
         require_admin(role, "priority 2147483647 (the SRE override)")?;
     }
+    if let Some(url) = &request.notify_url {
+        if !app.webhooks.enabled {
+            return Err(ApiError::invalid(
+                "notify_url needs a server started with --webhook-secret, which signs webhooks",
+            ));
+        }
+        crate::webhook::target::check(url, app.webhooks.allow_private)
+            .await
+            .map_err(ApiError::invalid)?;
+    }
     let granted = app
         .service
         .acquire(name, request)
@@ -101,7 +111,7 @@ pub async fn force_release(
     LockPath(name): LockPath,
 ) -> Reply {
     require_admin(role, "force release")?;
-    let (lock, _removed) = app.service.force_release(&name).await?;
+    let lock = app.service.force_release(&name).await?;
     Ok(Json(
         json!({"released": true, "lock": LockInfo::of(&lock, None)}),
     ))
@@ -177,6 +187,13 @@ fn decode_cursor(raw: &str) -> Result<LockName, ApiError> {
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .and_then(|name| LockName::parse(&name).ok())
         .ok_or_else(|| ApiError::invalid("cursor is not one this service returned"))
+}
+
+pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.service.metrics.render(),
+    )
 }
 
 pub async fn healthz() -> Json<Value> {

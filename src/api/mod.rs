@@ -20,10 +20,19 @@ pub struct AppState {
     pub service: Arc<LockService>,
     pub auth: auth::Auth,
     pub limits: dto::Limits,
+    pub webhooks: WebhookPolicy,
+}
+
+/// What the acquire handler checks a `notify_url` against.
+#[derive(Clone, Copy, Debug)]
+pub struct WebhookPolicy {
+    /// A webhook secret is configured, so webhooks can be signed and sent.
+    pub enabled: bool,
+    pub allow_private: bool,
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 10] = [
+pub const ROUTES: [(&str, &str); 11] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -34,6 +43,7 @@ pub const ROUTES: [(&str, &str); 10] = [
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
+    ("get", "/metrics"),
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -50,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))
+        .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

@@ -1,15 +1,26 @@
-//! The lock decision: a pure function of (current record, request, now).
+//! The lock decision: a pure function of (current record, queue, request, now).
 //!
-//! Nothing here does I/O or reads a clock. The service layer reads the record, asks this
-//! module what to do, and performs the one conditional write the decision names. Every rule
-//! of the contract that decides *who holds a lock* lives here, so it can be tested
-//! exhaustively without a store.
+//! Nothing here does I/O or reads a clock. The service reads the record (and, when it
+//! matters, the lock's queue), asks this module what to do, and performs the one conditional
+//! write the decision names. Every rule of the contract that decides *who holds a lock*
+//! lives here, so it can be tested exhaustively without a store.
 
 use crate::model::{FencingToken, LeaseId, Owner, Priority, RequestId, UnixMillis};
-use crate::record::{Expiry, Holder, LockRecord};
+use crate::record::{Expiry, Holder, LockRecord, Requestor};
+use crate::waiter::{Ticket, Waiter};
+
+mod release;
+mod waiting;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod waiting_tests;
+
+pub use release::{
+    decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
+};
+pub use waiting::{decide_waiting, WaitDecision, WaitFailure, Watch};
 
 /// A validated acquire request.
 #[derive(Clone, Debug)]
@@ -26,6 +37,30 @@ pub struct AcquireRequest {
     /// A digest of the request body, so a reused `request_id` with another body is caught.
     pub request_digest: String,
     pub lease_id: Option<LeaseId>,
+}
+
+impl AcquireRequest {
+    /// The ticket this request waits with in a queue.
+    pub fn ticket(&self, key: String, lease_id: LeaseId, now: UnixMillis) -> Ticket {
+        Ticket {
+            key,
+            owner: self.owner.as_str().to_owned(),
+            lease_ms: self.lease_ms,
+            message: self.message.clone(),
+            priority: self.priority.get(),
+            cleanup_ms: self.cleanup_ms,
+            waiting_ms: self.waiting_ms,
+            forceful: self.forceful,
+            notify_url: self.notify_url.clone(),
+            lease_id,
+            request_id: self.request_id.as_ref().map(|r| r.as_str().to_owned()),
+            request_digest: self
+                .request_id
+                .as_ref()
+                .map(|_| self.request_digest.clone()),
+            wait_until: self.waiting_ms.map(|w| now.plus(w).0),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,31 +81,17 @@ pub enum AcquireDecision {
     AlreadyGranted {
         lease_id: LeaseId,
     },
+    /// Join the lock's queue and wait (to preempt the holder, or for one's turn).
+    Wait,
     Refuse(AcquireRefusal),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AcquireRefusal {
-    /// Someone else holds a live lease, and the caller may not take it.
+    /// Someone else holds a live lease (or waits ahead), and the caller may not wait.
     LockHeld,
     /// The `request_id` was used before with a different request body.
     RequestIdReused,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RenewDecision {
-    Write(Box<LockRecord>),
-    NotOwner,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseDecision {
-    /// Remove the record: nobody needs it any more.
-    Delete,
-    /// Nothing to do: the lock is free, or its lease ran out.
-    AlreadyFree,
-    /// Another caller holds a live lease.
-    NotOwner,
 }
 
 /// What a reader sees of a lock at a given instant.
@@ -91,7 +112,7 @@ pub fn state(record: &LockRecord, now: UnixMillis) -> LockState {
 }
 
 /// The holder, if its lease is still live at `now`.
-fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
+pub(crate) fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
     record
         .holder
         .as_ref()
@@ -99,15 +120,35 @@ fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
 }
 
 /// The holder, live or lazily expired, if `lease_id` is its lease.
-fn holder_with_lease<'a>(record: &'a LockRecord, lease_id: &LeaseId) -> Option<&'a Holder> {
+pub(crate) fn holder_with_lease<'a>(
+    record: &'a LockRecord,
+    lease_id: &LeaseId,
+) -> Option<&'a Holder> {
     record
         .holder
         .as_ref()
         .filter(|h| h.lease_id.as_ref() == Some(lease_id))
 }
 
+/// The pending requestor, if it is still waiting in the queue. A requestor whose waiter is
+/// gone (its caller left, or its instance's session ended) is void.
+pub fn live_requestor<'a>(record: &'a LockRecord, queue: &[Waiter]) -> Option<&'a Requestor> {
+    record.requestor.as_ref().filter(|r| {
+        r.waiter
+            .as_ref()
+            .is_some_and(|id| queue.iter().any(|w| &w.id == id))
+    })
+}
+
+/// True when a caller of `priority` may preempt the live holder `holder`: it outranks the
+/// holder and any live requestor.
+pub(crate) fn may_preempt(priority: u32, holder: &Holder, requestor: Option<&Requestor>) -> bool {
+    priority > holder.priority && requestor.is_none_or(|r| priority > r.priority)
+}
+
 pub fn decide_acquire(
     current: &LockRecord,
+    queue: &[Waiter],
     request: &AcquireRequest,
     now: UnixMillis,
     new_lease_id: LeaseId,
@@ -129,97 +170,74 @@ pub fn decide_acquire(
         .as_ref()
         .and_then(|lease| holder_with_lease(current, lease))
     {
+        let lease_id = holder.lease_id.unwrap_or(new_lease_id);
         let renewed = Holder {
             fencing_token: holder.fencing_token,
             acquired_at: holder.acquired_at,
-            lease_id: holder.lease_id,
             request_id: holder.request_id.clone(),
             request_digest: holder.request_digest.clone(),
-            ..new_holder(request, now, holder.lease_id.unwrap_or(new_lease_id))
+            ..new_holder(request, now, lease_id)
         };
         return AcquireDecision::Reacquire {
             record: LockRecord {
                 holder: Some(renewed),
                 requestor: current.requestor.clone(),
             },
-            lease_id: holder.lease_id.unwrap_or(new_lease_id),
+            lease_id,
         };
     }
-    if live_holder(current, now).is_some() {
-        return AcquireDecision::Refuse(AcquireRefusal::LockHeld);
+    let priority = request.priority.get();
+    let may_wait = request.waiting_ms.is_some_and(|w| w > 0);
+    if let Some(holder) = live_holder(current, now) {
+        return if may_preempt(priority, holder, live_requestor(current, queue)) || may_wait {
+            AcquireDecision::Wait
+        } else {
+            AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+        };
     }
-    AcquireDecision::Grant {
-        record: LockRecord::held_by(new_holder(request, now, new_lease_id)),
-        lease_id: new_lease_id,
+    // Free or expired: waiters come first, unless the caller outranks all of them.
+    match queue.first() {
+        Some(head) if head.priority >= priority => {
+            if may_wait {
+                AcquireDecision::Wait
+            } else {
+                AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+            }
+        }
+        _ => AcquireDecision::Grant {
+            record: LockRecord::held_by(new_holder(request, now, new_lease_id)),
+            lease_id: new_lease_id,
+        },
     }
 }
 
 fn new_holder(request: &AcquireRequest, now: UnixMillis, lease_id: LeaseId) -> Holder {
+    holder_from(&request.ticket(String::new(), lease_id, now), now)
+}
+
+/// The holder a ticket becomes when it is granted at `now`.
+pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
     Holder {
-        owner: request.owner.as_str().to_owned(),
-        message: request.message.clone(),
-        expires: Expiry::At(now.plus(request.lease_ms)),
-        priority: request.priority.get(),
-        waiting_ms: request.waiting_ms,
-        cleanup_ms: request.cleanup_ms,
-        forceful: request.forceful,
-        lease_id: Some(lease_id),
-        lease_ms: Some(request.lease_ms),
+        owner: ticket.owner.clone(),
+        message: ticket.message.clone(),
+        expires: Expiry::At(now.plus(ticket.lease_ms)),
+        priority: ticket.priority,
+        waiting_ms: ticket.waiting_ms,
+        cleanup_ms: ticket.cleanup_ms,
+        forceful: ticket.forceful,
+        lease_id: Some(ticket.lease_id),
+        lease_ms: Some(ticket.lease_ms),
         acquired_at: Some(now),
         fencing_token: None,
-        notify_url: request.notify_url.clone(),
-        request_id: request.request_id.as_ref().map(|r| r.as_str().to_owned()),
-        request_digest: request
-            .request_id
-            .as_ref()
-            .map(|_| request.request_digest.clone()),
+        notify_url: ticket.notify_url.clone(),
+        request_id: ticket.request_id.clone(),
+        request_digest: ticket.request_digest.clone(),
     }
 }
 
-/// Renew extends the lease from `now`; `lease_ms` (if given) becomes the lease's length.
-/// A lease that ran out but that nobody has taken can still be renewed.
-pub fn decide_renew(
-    current: &LockRecord,
-    lease_id: &LeaseId,
-    lease_ms: Option<u64>,
-    now: UnixMillis,
-) -> RenewDecision {
-    let Some(holder) = holder_with_lease(current, lease_id) else {
-        return RenewDecision::NotOwner;
-    };
-    let length = lease_ms.or(holder.lease_ms).unwrap_or(0);
-    let renewed = Holder {
-        expires: Expiry::At(now.plus(length)),
-        lease_ms: Some(length),
-        ..holder.clone()
-    };
-    RenewDecision::Write(Box::new(LockRecord {
-        holder: Some(renewed),
-        requestor: current.requestor.clone(),
-    }))
-}
-
-pub fn decide_release(
-    current: &LockRecord,
-    lease_id: &LeaseId,
-    now: UnixMillis,
-) -> ReleaseDecision {
-    if holder_with_lease(current, lease_id).is_some() {
-        return ReleaseDecision::Delete;
-    }
-    match state(current, now) {
-        LockState::Held => ReleaseDecision::NotOwner,
-        LockState::Free | LockState::Expired => ReleaseDecision::AlreadyFree,
-    }
-}
-
-/// An admin's force release removes whatever holds the lock.
-pub fn decide_force_release(current: &LockRecord) -> ReleaseDecision {
-    if current.is_free() {
-        ReleaseDecision::AlreadyFree
-    } else {
-        ReleaseDecision::Delete
-    }
+/// The record that hands the lock to `ticket`'s waiter (any requestor slot is spent).
+pub fn handed_to(ticket: &Ticket, now: UnixMillis) -> LockRecord {
+    LockRecord::held_by(holder_from(ticket, now))
 }
 
 /// True only while `token` is the token of the live holder.

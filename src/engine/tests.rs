@@ -3,9 +3,9 @@
 use super::*;
 use crate::record::Requestor;
 
-const NOW: UnixMillis = UnixMillis(1_000_000);
+pub(super) const NOW: UnixMillis = UnixMillis(1_000_000);
 
-fn request(owner: &str) -> AcquireRequest {
+pub(super) fn request(owner: &str) -> AcquireRequest {
     AcquireRequest {
         owner: Owner::parse(owner).unwrap(),
         lease_ms: 1000,
@@ -21,9 +21,9 @@ fn request(owner: &str) -> AcquireRequest {
     }
 }
 
-fn granted(owner: &str, now: UnixMillis) -> (LockRecord, LeaseId) {
+pub(super) fn granted(owner: &str, now: UnixMillis) -> (LockRecord, LeaseId) {
     let lease = LeaseId::random();
-    match decide_acquire(&LockRecord::default(), &request(owner), now, lease) {
+    match decide_acquire(&LockRecord::default(), &[], &request(owner), now, lease) {
         AcquireDecision::Grant {
             mut record,
             lease_id,
@@ -38,7 +38,7 @@ fn granted(owner: &str, now: UnixMillis) -> (LockRecord, LeaseId) {
 #[test]
 fn a_free_lock_is_granted_with_a_new_lease() {
     let lease = LeaseId::random();
-    let decision = decide_acquire(&LockRecord::default(), &request("a"), NOW, lease);
+    let decision = decide_acquire(&LockRecord::default(), &[], &request("a"), NOW, lease);
     let AcquireDecision::Grant { record, lease_id } = decision else {
         panic!("{decision:?}")
     };
@@ -58,7 +58,7 @@ fn a_live_lock_is_refused_at_equal_or_lower_priority() {
     let (record, _) = granted("a", NOW);
     let other = request("b");
     assert_eq!(
-        decide_acquire(&record, &other, NOW.plus(999), LeaseId::random()),
+        decide_acquire(&record, &[], &other, NOW.plus(999), LeaseId::random()),
         AcquireDecision::Refuse(AcquireRefusal::LockHeld)
     );
 }
@@ -67,7 +67,7 @@ fn a_live_lock_is_refused_at_equal_or_lower_priority() {
 fn the_same_owner_string_is_not_the_holder_without_its_lease() {
     let (record, _) = granted("a", NOW);
     assert_eq!(
-        decide_acquire(&record, &request("a"), NOW, LeaseId::random()),
+        decide_acquire(&record, &[], &request("a"), NOW, LeaseId::random()),
         AcquireDecision::Refuse(AcquireRefusal::LockHeld)
     );
 }
@@ -76,7 +76,7 @@ fn the_same_owner_string_is_not_the_holder_without_its_lease() {
 fn an_expired_lock_is_granted_to_the_next_caller() {
     let (record, _) = granted("a", NOW);
     let at_expiry = NOW.plus(1000);
-    let decision = decide_acquire(&record, &request("b"), at_expiry, LeaseId::random());
+    let decision = decide_acquire(&record, &[], &request("b"), at_expiry, LeaseId::random());
     assert!(
         matches!(decision, AcquireDecision::Grant { .. }),
         "{decision:?}"
@@ -100,6 +100,9 @@ fn reacquire_keeps_lease_token_and_requestor_and_updates_the_rest() {
         priority: 3,
         waiting_ms: None,
         requested_at: NOW,
+        waiter: None,
+        forceful: false,
+        cleanup_deadline: None,
     });
     let mut again = request("a");
     again.lease_id = Some(lease);
@@ -107,7 +110,7 @@ fn reacquire_keeps_lease_token_and_requestor_and_updates_the_rest() {
     again.message = "new".into();
     again.priority = Priority::new(2).unwrap();
     let later = NOW.plus(10);
-    let decision = decide_acquire(&record, &again, later, LeaseId::random());
+    let decision = decide_acquire(&record, &[], &again, later, LeaseId::random());
     let AcquireDecision::Reacquire {
         record: new,
         lease_id,
@@ -130,7 +133,7 @@ fn an_expired_but_untaken_lease_can_be_reacquired() {
     let (record, lease) = granted("a", NOW);
     let mut again = request("a");
     again.lease_id = Some(lease);
-    let decision = decide_acquire(&record, &again, NOW.plus(5000), LeaseId::random());
+    let decision = decide_acquire(&record, &[], &again, NOW.plus(5000), LeaseId::random());
     assert!(
         matches!(decision, AcquireDecision::Reacquire { .. }),
         "{decision:?}"
@@ -141,7 +144,7 @@ fn an_expired_but_untaken_lease_can_be_reacquired() {
 fn a_stale_lease_id_on_a_free_lock_gets_a_fresh_grant() {
     let mut req = request("a");
     req.lease_id = Some(LeaseId::random());
-    let decision = decide_acquire(&LockRecord::default(), &req, NOW, LeaseId::random());
+    let decision = decide_acquire(&LockRecord::default(), &[], &req, NOW, LeaseId::random());
     assert!(matches!(decision, AcquireDecision::Grant { .. }));
 }
 
@@ -151,24 +154,24 @@ fn a_retried_request_id_returns_the_same_grant() {
     req.request_id = Some(RequestId::parse("r1").unwrap());
     let lease = LeaseId::random();
     let AcquireDecision::Grant { record, .. } =
-        decide_acquire(&LockRecord::default(), &req, NOW, lease)
+        decide_acquire(&LockRecord::default(), &[], &req, NOW, lease)
     else {
         panic!()
     };
     assert_eq!(
-        decide_acquire(&record, &req, NOW.plus(1), LeaseId::random()),
+        decide_acquire(&record, &[], &req, NOW.plus(1), LeaseId::random()),
         AcquireDecision::AlreadyGranted { lease_id: lease }
     );
     let mut changed = req.clone();
     changed.request_digest = "d2".into();
     assert_eq!(
-        decide_acquire(&record, &changed, NOW.plus(1), LeaseId::random()),
+        decide_acquire(&record, &[], &changed, NOW.plus(1), LeaseId::random()),
         AcquireDecision::Refuse(AcquireRefusal::RequestIdReused)
     );
     let mut other_owner = req.clone();
     other_owner.owner = Owner::parse("b").unwrap();
     assert_eq!(
-        decide_acquire(&record, &other_owner, NOW.plus(1), LeaseId::random()),
+        decide_acquire(&record, &[], &other_owner, NOW.plus(1), LeaseId::random()),
         AcquireDecision::Refuse(AcquireRefusal::LockHeld),
         "a request id only matches for the same owner"
     );
@@ -216,24 +219,24 @@ fn release_rules() {
     let (record, lease) = granted("a", NOW);
     let stranger = LeaseId::random();
     assert_eq!(
-        decide_release(&record, &lease, NOW),
+        decide_release(&record, &[], &lease, NOW),
         ReleaseDecision::Delete
     );
     assert_eq!(
-        decide_release(&record, &lease, NOW.plus(5000)),
+        decide_release(&record, &[], &lease, NOW.plus(5000)),
         ReleaseDecision::Delete
     );
     assert_eq!(
-        decide_release(&record, &stranger, NOW),
+        decide_release(&record, &[], &stranger, NOW),
         ReleaseDecision::NotOwner
     );
     assert_eq!(
-        decide_release(&record, &stranger, NOW.plus(1000)),
+        decide_release(&record, &[], &stranger, NOW.plus(1000)),
         ReleaseDecision::AlreadyFree,
         "an expired lock is free to release, and a stranger's release leaves it alone"
     );
     assert_eq!(
-        decide_release(&LockRecord::default(), &stranger, NOW),
+        decide_release(&LockRecord::default(), &[], &stranger, NOW),
         ReleaseDecision::AlreadyFree
     );
 }
@@ -241,9 +244,9 @@ fn release_rules() {
 #[test]
 fn force_release_removes_any_holder() {
     let (record, _) = granted("a", NOW);
-    assert_eq!(decide_force_release(&record), ReleaseDecision::Delete);
+    assert_eq!(decide_force_release(&record, &[]), ReleaseDecision::Delete);
     assert_eq!(
-        decide_force_release(&LockRecord::default()),
+        decide_force_release(&LockRecord::default(), &[]),
         ReleaseDecision::AlreadyFree
     );
 }

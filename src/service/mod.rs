@@ -1,23 +1,28 @@
 //! The lock service: reads a record, asks the engine what to do, performs the one conditional
 //! write it names, and retries from the read when the record changed underneath.
 //!
-//! It also owns the two I/O-shaped safety rules: a write whose answer was lost is judged by
-//! re-reading (never by guessing), and a grant made for a caller who went away is undone.
+//! It also owns the I/O-shaped safety rules: a write whose answer was lost is judged by
+//! re-reading (never by guessing), a grant made for a caller who went away is undone, and a
+//! waiting caller who leaves takes its queue entry and requestor slot with it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::engine::{
     self, AcquireDecision, AcquireRefusal, AcquireRequest, ReleaseDecision, RenewDecision,
 };
-use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
+use crate::model::{FencingToken, LeaseId, LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{ListQuery, LockStore, StoreError, Stored, WriteOutcome};
+use crate::waiter::Waiter;
 
+pub mod events;
 mod replies;
+mod waiting;
+
+use events::{audit_override, EventKind, EventSink, LockEvent, Metrics};
 
 /// How many times one call re-reads after losing a race before giving up.
 const MAX_ROUNDS: usize = 64;
@@ -26,8 +31,10 @@ const MAX_ROUNDS: usize = 64;
 #[derive(Clone, Debug)]
 pub struct LockSnapshot {
     pub name: LockName,
+    /// The record, with a void requestor (one whose waiter has gone) removed.
     pub record: LockRecord,
     pub read_at: UnixMillis,
+    pub waiters: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -45,6 +52,9 @@ pub enum Refusal {
     NotOwner,
     /// The name is the parent of existing nested locks.
     NameConflict,
+    CleanupTimeout,
+    Superseded,
+    WaitTimeout,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]
@@ -72,6 +82,8 @@ pub struct LockService {
     store: Arc<dyn LockStore>,
     store_timeout: Duration,
     replies: replies::ReplyCache,
+    events: Arc<dyn EventSink>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// The result of trying one write.
@@ -81,11 +93,28 @@ enum Put {
     NestedLocks,
 }
 
-fn snapshot(name: &LockName, record: &LockRecord, read_at: UnixMillis) -> LockSnapshot {
+/// A record, and the queue when it was worth reading.
+struct Read {
+    stored: Option<Stored>,
+    record: LockRecord,
+    queue: Vec<Waiter>,
+}
+
+fn snapshot(
+    name: &LockName,
+    record: &LockRecord,
+    queue: &[Waiter],
+    read_at: UnixMillis,
+) -> LockSnapshot {
+    let mut record = record.clone();
+    if engine::live_requestor(&record, queue).is_none() {
+        record.requestor = None;
+    }
     LockSnapshot {
         name: name.clone(),
-        record: record.clone(),
+        record,
         read_at,
+        waiters: queue.len() as u64,
     }
 }
 
@@ -93,19 +122,13 @@ fn refused(
     refusal: Refusal,
     name: &LockName,
     record: &LockRecord,
+    queue: &[Waiter],
     now: UnixMillis,
 ) -> ServiceError {
     ServiceError::Refused {
         refusal,
-        lock: Box::new(snapshot(name, record, now)),
+        lock: Box::new(snapshot(name, record, queue, now)),
     }
-}
-
-fn record_of(stored: &Option<Stored>) -> LockRecord {
-    stored
-        .as_ref()
-        .map(|s| s.record.clone())
-        .unwrap_or_default()
 }
 
 fn token_of(record: &LockRecord) -> FencingToken {
@@ -129,11 +152,18 @@ fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
 }
 
 impl LockService {
-    pub fn new(store: Arc<dyn LockStore>, store_timeout: Duration) -> Self {
+    pub fn new(
+        store: Arc<dyn LockStore>,
+        store_timeout: Duration,
+        events: Arc<dyn EventSink>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         LockService {
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),
+            events,
+            metrics,
         }
     }
 
@@ -141,83 +171,119 @@ impl LockService {
         Instant::now() + self.store_timeout
     }
 
-    /// Acquires on a task of its own, so that a caller who disconnects mid-call never leaves
-    /// a grant behind: if nobody is left to receive a fresh grant, it is released again.
-    pub async fn acquire(
-        self: &Arc<Self>,
-        name: LockName,
-        request: AcquireRequest,
-    ) -> AcquireOutcome {
-        if let Some(id) = &request.request_id {
-            if let Some(outcome) = self.replies.get(&name, id, &request.request_digest) {
-                return outcome;
-            }
-        }
-        let (reply, answer) = oneshot::channel();
-        let service = self.clone();
-        tokio::spawn(async move {
-            let outcome = service.acquire_now(&name, &request).await;
-            if let Some(id) = &request.request_id {
-                if !matches!(outcome, Err(ServiceError::StoreUnavailable(_))) {
-                    service
-                        .replies
-                        .put(&name, id, &request.request_digest, &outcome);
-                }
-            }
-            if let Err(Ok(granted)) = reply.send(outcome) {
-                if granted.fresh {
-                    info!(lock = %name, "caller went away before its grant was delivered; releasing it");
-                    if let Some(id) = &request.request_id {
-                        service.replies.forget(&name, id);
-                    }
-                    if let Err(error) = service.release(&name, &granted.lease_id).await {
-                        warn!(lock = %name, %error, "could not undo an undelivered grant; its lease will run out");
-                    }
-                }
-            }
-        });
-        answer
-            .await
-            .unwrap_or_else(|_| Err(ServiceError::StoreUnavailable("acquire task failed".into())))
+    /// Reads the record, and the queue too when it can matter: when the record exists and is
+    /// not simply held (a free or expired lock goes to waiters first), or names a requestor.
+    async fn read(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        now: UnixMillis,
+        always_queue: bool,
+    ) -> Result<Read, ServiceError> {
+        let stored = self.store.read(name, deadline).await?;
+        let record = stored
+            .as_ref()
+            .map(|s| s.record.clone())
+            .unwrap_or_default();
+        let worth_it = stored.is_some()
+            && (engine::live_holder(&record, now).is_none() || record.requestor.is_some());
+        let queue = if always_queue || worth_it {
+            self.store.queue(name, deadline).await?
+        } else {
+            Vec::new()
+        };
+        Ok(Read {
+            stored,
+            record,
+            queue,
+        })
     }
 
-    async fn acquire_now(&self, name: &LockName, request: &AcquireRequest) -> AcquireOutcome {
+    fn emit(&self, kind: EventKind, name: &LockName, record: &LockRecord, caused_at: Instant) {
+        let Some(holder) = record.holder.clone() else {
+            return;
+        };
+        if holder.notify_url.is_none() {
+            return;
+        }
+        let requestor = record.requestor.clone();
+        let cleanup_deadline = requestor.as_ref().and_then(|r| r.cleanup_deadline);
+        self.events.emit(LockEvent {
+            kind,
+            lock: name.clone(),
+            holder,
+            requestor,
+            cleanup_deadline,
+            caused_at,
+        });
+    }
+
+    /// Acquires without waiting, or hands over to the queue machinery (see `waiting`).
+    async fn acquire_now(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        received: Instant,
+        cancelled: waiting::Cancelled,
+    ) -> AcquireOutcome {
         let deadline = self.deadline();
         let new_lease = LeaseId::random();
+        let overriding = request.priority == Priority::OVERRIDE;
         for _ in 0..MAX_ROUNDS {
-            let current = self.store.read(name, deadline).await?;
-            let record = record_of(&current);
             let now = UnixMillis::now();
+            let Read {
+                stored,
+                record,
+                queue,
+            } = self.read(name, deadline, now, false).await?;
             let (next, lease_id, fresh) =
-                match engine::decide_acquire(&record, request, now, new_lease) {
+                match engine::decide_acquire(&record, &queue, request, now, new_lease) {
                     AcquireDecision::AlreadyGranted { lease_id } => {
+                        let lock = snapshot(name, &record, &queue, now);
                         return Ok(Granted {
                             lease_id,
                             fencing_token: token_of(&record),
-                            lock: snapshot(name, &record, now),
+                            lock,
                             fresh: false,
                         });
                     }
                     AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
-                        return Err(refused(Refusal::LockHeld, name, &record, now));
+                        return Err(refused(Refusal::LockHeld, name, &record, &queue, now))
                     }
                     AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
-                        return Err(ServiceError::RequestIdReused);
+                        return Err(ServiceError::RequestIdReused)
+                    }
+                    AcquireDecision::Wait => {
+                        return self.wait_in_queue(name, request, received, cancelled).await
                     }
                     AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
                     AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
                 };
-            match self.put(name, current.as_ref(), next, deadline).await? {
+            match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written) => {
+                    if overriding {
+                        let previous = record.holder.as_ref().map(|h| h.owner.as_str());
+                        audit_override(
+                            name,
+                            request.owner.as_str(),
+                            previous,
+                            &request.message,
+                            "granted",
+                        );
+                    }
+                    Metrics::bump(&self.metrics.grants);
+                    let lock = snapshot(name, &written, &queue, now);
                     return Ok(Granted {
                         lease_id,
                         fencing_token: token_of(&written),
-                        lock: snapshot(name, &written, now),
+                        lock,
                         fresh,
                     });
                 }
                 Put::Raced => continue,
-                Put::NestedLocks => return Err(refused(Refusal::NameConflict, name, &record, now)),
+                Put::NestedLocks => {
+                    return Err(refused(Refusal::NameConflict, name, &record, &queue, now))
+                }
             }
         }
         Err(ServiceError::StoreUnavailable(
@@ -271,17 +337,20 @@ impl LockService {
     ) -> Result<LockSnapshot, ServiceError> {
         let deadline = self.deadline();
         for _ in 0..MAX_ROUNDS {
-            let current = self.store.read(name, deadline).await?;
-            let record = record_of(&current);
             let now = UnixMillis::now();
+            let Read {
+                stored,
+                record,
+                queue,
+            } = self.read(name, deadline, now, false).await?;
             let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
                 RenewDecision::NotOwner => {
-                    return Err(refused(Refusal::NotOwner, name, &record, now))
+                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }
                 RenewDecision::Write(next) => *next,
             };
-            match self.put(name, current.as_ref(), next, deadline).await? {
-                Put::Landed(written) => return Ok(snapshot(name, &written, now)),
+            match self.put(name, stored.as_ref(), next, deadline).await? {
+                Put::Landed(written) => return Ok(snapshot(name, &written, &queue, now)),
                 Put::Raced | Put::NestedLocks => continue,
             }
         }
@@ -295,44 +364,82 @@ impl LockService {
         name: &LockName,
         lease_id: &LeaseId,
     ) -> Result<LockSnapshot, ServiceError> {
-        self.remove(name, |record, now| {
-            engine::decide_release(record, lease_id, now)
+        self.let_go(name, Instant::now(), |record, queue, now| {
+            engine::decide_release(record, queue, lease_id, now)
         })
         .await
         .map(|(after, _)| after)
     }
 
-    /// An admin's force release. Also returns the record it removed, if any.
-    pub async fn force_release(
-        &self,
-        name: &LockName,
-    ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
-        self.remove(name, |record, _| engine::decide_force_release(record))
-            .await
+    /// An admin's force release; the holder is told `lock.revoked`.
+    pub async fn force_release(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
+        let received = Instant::now();
+        let (after, removed) = self
+            .let_go(name, received, |record, queue, _| {
+                engine::decide_force_release(record, queue)
+            })
+            .await?;
+        if let Some(removed) = removed {
+            self.emit(EventKind::Revoked, name, &removed, received);
+        }
+        Ok(after)
     }
 
-    async fn remove(
+    /// Ends the current lease as `decide` says: deletes the record, or hands the lock to the
+    /// next waiter in the same write. Returns the new state and the record it replaced.
+    async fn let_go(
         &self,
         name: &LockName,
-        decide: impl Fn(&LockRecord, UnixMillis) -> ReleaseDecision,
+        _received: Instant,
+        decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let deadline = self.deadline();
         for _ in 0..MAX_ROUNDS {
-            let current = self.store.read(name, deadline).await?;
-            let record = record_of(&current);
             let now = UnixMillis::now();
-            let stored = match (decide(&record, now), &current) {
+            let Read {
+                stored,
+                record,
+                queue,
+            } = self.read(name, deadline, now, true).await?;
+            let (decision, stored) = match (decide(&record, &queue, now), stored) {
                 (ReleaseDecision::NotOwner, _) => {
-                    return Err(refused(Refusal::NotOwner, name, &record, now))
+                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }
-                (ReleaseDecision::AlreadyFree, _) | (ReleaseDecision::Delete, None) => {
-                    return Ok((snapshot(name, &record, now), None));
+                (ReleaseDecision::AlreadyFree, _) | (_, None) => {
+                    return Ok((snapshot(name, &record, &queue, now), None))
                 }
-                (ReleaseDecision::Delete, Some(stored)) => stored,
+                (decision, Some(stored)) => (decision, stored),
             };
-            match self.store.delete(name, stored.version, deadline).await {
+            let outcome = match &decision {
+                ReleaseDecision::HandOff { to } => {
+                    let Some(ticket) = self.store.ticket(name, to, deadline).await? else {
+                        continue;
+                    };
+                    let next = engine::handed_to(&ticket, now);
+                    match self
+                        .store
+                        .hand_off(name, &next, Some(stored.version), to, deadline)
+                        .await
+                    {
+                        Ok(WriteOutcome::Written { zxid }) => {
+                            Metrics::bump(&self.metrics.handoffs);
+                            let mut landed = next;
+                            landed.resolve_token(zxid);
+                            let rest: Vec<Waiter> =
+                                queue.iter().filter(|w| w.id != to.id).cloned().collect();
+                            return Ok((snapshot(name, &landed, &rest, now), Some(record)));
+                        }
+                        other => other,
+                    }
+                }
+                _ => self.store.delete(name, stored.version, deadline).await,
+            };
+            match outcome {
                 Ok(WriteOutcome::Written { .. }) => {
-                    return Ok((snapshot(name, &LockRecord::default(), now), Some(record)));
+                    return Ok((
+                        snapshot(name, &LockRecord::default(), &[], now),
+                        Some(record),
+                    ))
                 }
                 // Deciding again on a fresh read settles both a lost race and a lost answer.
                 Ok(_) | Err(StoreError::OutcomeUnknown(_)) => continue,
@@ -345,8 +452,19 @@ impl LockService {
     }
 
     pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
-        let current = self.store.read(name, self.deadline()).await?;
-        Ok(snapshot(name, &record_of(&current), UnixMillis::now()))
+        let now = UnixMillis::now();
+        let Read {
+            record,
+            queue,
+            stored,
+        } = self.read(name, self.deadline(), now, false).await?;
+        // A held lock's waiters are shown too; reading them costs one more read.
+        let queue = if stored.is_some() && queue.is_empty() {
+            self.store.queue(name, self.deadline()).await?
+        } else {
+            queue
+        };
+        Ok(snapshot(name, &record, &queue, now))
     }
 
     pub async fn validate(
@@ -355,11 +473,8 @@ impl LockService {
         token: FencingToken,
     ) -> Result<bool, ServiceError> {
         let current = self.store.read(name, self.deadline()).await?;
-        Ok(engine::is_current(
-            &record_of(&current),
-            token,
-            UnixMillis::now(),
-        ))
+        let record = current.map(|s| s.record).unwrap_or_default();
+        Ok(engine::is_current(&record, token, UnixMillis::now()))
     }
 
     /// Held or expired locks, in name order; the bool says whether more may follow.
@@ -369,7 +484,7 @@ impl LockService {
         let locks = page
             .locks
             .iter()
-            .map(|(name, record)| snapshot(name, record, now))
+            .map(|(name, record)| snapshot(name, record, &[], now))
             .collect();
         Ok((locks, page.more))
     }

@@ -1,10 +1,13 @@
-//! Remembered acquire outcomes, keyed by (lock, request_id), so a retried call gets the
-//! answer the first call got. Bounded in size and age; the lock record itself also carries
-//! the request id of its grant, which covers retries that reach another instance.
+//! Idempotent retries, keyed by (lock, request_id): the outcome of a finished call is
+//! remembered (bounded in size and age), and a retry that arrives while the first call is
+//! still waiting joins that call and gets the same outcome. The lock record and the queue
+//! entry also carry the request id, which covers retries that reach another instance.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use super::{AcquireOutcome, ServiceError};
 use crate::model::{LockName, RequestId};
@@ -13,6 +16,8 @@ const CAPACITY: usize = 10_000;
 const MAX_AGE: Duration = Duration::from_secs(600);
 
 type Key = (LockName, RequestId);
+pub type OutcomeSender = Arc<watch::Sender<Option<AcquireOutcome>>>;
+pub type OutcomeReceiver = watch::Receiver<Option<AcquireOutcome>>;
 
 #[derive(Default)]
 pub struct ReplyCache {
@@ -21,14 +26,25 @@ pub struct ReplyCache {
 
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<Key, Entry>,
+    done: HashMap<Key, Done>,
     order: VecDeque<(Key, Instant)>,
+    running: HashMap<Key, (String, OutcomeSender)>,
 }
 
-struct Entry {
+struct Done {
     digest: String,
     outcome: AcquireOutcome,
     stored_at: Instant,
+}
+
+/// How a call with a request id proceeds.
+pub enum Flight {
+    /// The id finished before: this is its outcome.
+    Finished(AcquireOutcome),
+    /// A call with this id is running: wait for its outcome.
+    Joined(OutcomeReceiver),
+    /// This call runs it; whoever joins listens on the sender.
+    Lead(OutcomeSender, OutcomeReceiver),
 }
 
 impl ReplyCache {
@@ -36,22 +52,55 @@ impl ReplyCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The remembered outcome of this request id; an error if it came with another body.
-    pub fn get(&self, name: &LockName, id: &RequestId, digest: &str) -> Option<AcquireOutcome> {
-        let inner = self.lock();
-        let entry = inner.entries.get(&(name.clone(), id.clone()))?;
-        if entry.stored_at.elapsed() > MAX_AGE {
-            return None;
+    pub fn begin(
+        &self,
+        name: &LockName,
+        id: &RequestId,
+        digest: &str,
+    ) -> Result<Flight, ServiceError> {
+        let key = (name.clone(), id.clone());
+        let mut inner = self.lock();
+        if let Some(done) = inner
+            .done
+            .get(&key)
+            .filter(|d| d.stored_at.elapsed() <= MAX_AGE)
+        {
+            if done.digest != digest {
+                return Err(ServiceError::RequestIdReused);
+            }
+            return Ok(Flight::Finished(done.outcome.clone()));
         }
-        if entry.digest != digest {
-            return Some(Err(ServiceError::RequestIdReused));
+        if let Some((running_digest, sender)) = inner.running.get(&key) {
+            if running_digest != digest {
+                return Err(ServiceError::RequestIdReused);
+            }
+            return Ok(Flight::Joined(sender.subscribe()));
         }
-        Some(entry.outcome.clone())
+        let (sender, receiver) = watch::channel(None);
+        let sender = Arc::new(sender);
+        inner
+            .running
+            .insert(key, (digest.to_owned(), sender.clone()));
+        Ok(Flight::Lead(sender, receiver))
     }
 
-    pub fn put(&self, name: &LockName, id: &RequestId, digest: &str, outcome: &AcquireOutcome) {
+    /// Ends a running call; its outcome is remembered unless it is `None` (undone) or a 503,
+    /// which a retry should try again.
+    pub fn finish(
+        &self,
+        name: &LockName,
+        id: &RequestId,
+        digest: &str,
+        outcome: Option<&AcquireOutcome>,
+    ) {
+        let key = (name.clone(), id.clone());
         let mut inner = self.lock();
-        let now = Instant::now();
+        inner.running.remove(&key);
+        let Some(outcome) =
+            outcome.filter(|o| !matches!(o, Err(ServiceError::StoreUnavailable(_))))
+        else {
+            return;
+        };
         while inner.order.len() >= CAPACITY
             || inner
                 .order
@@ -61,21 +110,19 @@ impl ReplyCache {
             let Some((old, at)) = inner.order.pop_front() else {
                 break;
             };
-            if inner.entries.get(&old).is_some_and(|e| e.stored_at == at) {
-                inner.entries.remove(&old);
+            if inner.done.get(&old).is_some_and(|d| d.stored_at == at) {
+                inner.done.remove(&old);
             }
         }
-        let key = (name.clone(), id.clone());
+        let now = Instant::now();
         inner.order.push_back((key.clone(), now));
-        let entry = Entry {
-            digest: digest.to_owned(),
-            outcome: outcome.clone(),
-            stored_at: now,
-        };
-        inner.entries.insert(key, entry);
-    }
-
-    pub fn forget(&self, name: &LockName, id: &RequestId) {
-        self.lock().entries.remove(&(name.clone(), id.clone()));
+        inner.done.insert(
+            key,
+            Done {
+                digest: digest.to_owned(),
+                outcome: outcome.clone(),
+                stored_at: now,
+            },
+        );
     }
 }

@@ -1,19 +1,24 @@
 //! The embedded in-memory store: the default when no ZooKeeper is configured.
 //!
-//! It mimics a znode's version and a global, strictly increasing write id (zxid), so the
-//! service runs the same conditional-write logic on it as on ZooKeeper. State is lost when
-//! the process exits.
+//! It mimics a znode's version and a global, strictly increasing write id (zxid), and keeps
+//! queues with the same order as ZooKeeper's, so the service runs the same logic on it.
+//! State is lost when the process exits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 
-use super::{listed, ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
+use super::{
+    listed, ListPage, ListQuery, LockStore, StoreError, Stored, Version, Wake, WriteOutcome,
+};
+use crate::engine::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::waiter::{sort_queue, Ticket, Waiter};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -23,7 +28,11 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Inner {
     locks: BTreeMap<LockName, Entry>,
+    queues: HashMap<LockName, Vec<(Waiter, Ticket)>>,
+    /// Bumped whenever a lock's record or queue changes; waiters subscribe.
+    changes: HashMap<LockName, watch::Sender<u64>>,
     last_zxid: i64,
+    last_seq: u64,
 }
 
 struct Entry {
@@ -38,17 +47,79 @@ impl Inner {
         self.last_zxid
     }
 
+    fn changed(&mut self, name: &LockName) {
+        if let Some(sender) = self.changes.get(name) {
+            if sender.receiver_count() == 0 {
+                self.changes.remove(name);
+            } else {
+                sender.send_modify(|n| *n += 1);
+            }
+        }
+    }
+
     /// True when a lock nested under `name` exists; as on ZooKeeper, `name` cannot then
     /// hold a record itself. Nested names sort right after their parent.
     fn has_nested(&self, name: &LockName) -> bool {
-        let parent: Vec<&str> = name.parts().collect();
+        let depth = name.parts().count();
         self.locks
             .range((Bound::Excluded(name.clone()), Bound::Unbounded))
             .next()
             .is_some_and(|(next, _)| {
-                next.parts().take(parent.len()).eq(parent.iter().copied())
-                    && next.parts().count() > parent.len()
+                next.parts().count() > depth && next.parts().take(depth).eq(name.parts())
             })
+    }
+
+    fn version_of(&self, name: &LockName) -> Option<i32> {
+        self.locks.get(name).map(|e| e.version)
+    }
+
+    /// Replaces (or, with `version` `None`, creates) a record if it is at `version`.
+    fn write(
+        &mut self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Option<Version>,
+    ) -> WriteOutcome {
+        if self.version_of(name) != version.map(|v| v.number) {
+            return WriteOutcome::Conflict;
+        }
+        if version.is_none() && self.has_nested(name) {
+            return WriteOutcome::NestedLocks;
+        }
+        let zxid = self.next_zxid();
+        let next_version = version.map_or(0, |v| v.number + 1);
+        self.locks.insert(
+            name.clone(),
+            Entry {
+                record: record.clone(),
+                version: next_version,
+                mzxid: zxid,
+            },
+        );
+        self.changed(name);
+        WriteOutcome::Written { zxid }
+    }
+
+    fn queue_has(&self, name: &LockName, waiter: &Waiter) -> bool {
+        self.queues
+            .get(name)
+            .is_some_and(|q| q.iter().any(|(w, _)| w.id == waiter.id))
+    }
+
+    fn remove_waiter(&mut self, name: &LockName, waiter: &Waiter) -> bool {
+        let Some(queue) = self.queues.get_mut(name) else {
+            return false;
+        };
+        let before = queue.len();
+        queue.retain(|(w, _)| w.id != waiter.id);
+        let removed = queue.len() != before;
+        if queue.is_empty() {
+            self.queues.remove(name);
+        }
+        if removed {
+            self.changed(name);
+        }
+        removed
     }
 }
 
@@ -58,24 +129,24 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave a half-written entry (every change is
-        // a single insert or remove), so a poisoned lock is still consistent.
+        // Every change is applied in full under the lock, so a poisoned lock is consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn stored(entry: &Entry) -> Stored {
+    let mut record = entry.record.clone();
+    record.resolve_token(entry.mzxid);
+    Stored {
+        record,
+        version: Version::plain(entry.version),
     }
 }
 
 #[async_trait]
 impl LockStore for MemoryStore {
     async fn read(&self, name: &LockName, _: Instant) -> Result<Option<Stored>, StoreError> {
-        let inner = self.lock();
-        Ok(inner.locks.get(name).map(|entry| {
-            let mut record = entry.record.clone();
-            record.resolve_token(entry.mzxid);
-            Stored {
-                record,
-                version: Version::plain(entry.version),
-            }
-        }))
+        Ok(self.lock().locks.get(name).map(stored))
     }
 
     async fn create(
@@ -84,21 +155,7 @@ impl LockStore for MemoryStore {
         record: &LockRecord,
         _: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        let mut inner = self.lock();
-        if inner.locks.contains_key(name) {
-            return Ok(WriteOutcome::Conflict);
-        }
-        if inner.has_nested(name) {
-            return Ok(WriteOutcome::NestedLocks);
-        }
-        let zxid = inner.next_zxid();
-        let entry = Entry {
-            record: record.clone(),
-            version: 0,
-            mzxid: zxid,
-        };
-        inner.locks.insert(name.clone(), entry);
-        Ok(WriteOutcome::Written { zxid })
+        Ok(self.lock().write(name, record, None))
     }
 
     async fn update(
@@ -108,18 +165,7 @@ impl LockStore for MemoryStore {
         version: Version,
         _: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        let mut inner = self.lock();
-        let zxid = inner.last_zxid + 1;
-        match inner.locks.get_mut(name) {
-            Some(entry) if entry.version == version.number => {
-                entry.record = record.clone();
-                entry.version += 1;
-                entry.mzxid = zxid;
-            }
-            _ => return Ok(WriteOutcome::Conflict),
-        }
-        inner.last_zxid = zxid;
-        Ok(WriteOutcome::Written { zxid })
+        Ok(self.lock().write(name, record, Some(version)))
     }
 
     async fn delete(
@@ -129,14 +175,13 @@ impl LockStore for MemoryStore {
         _: Instant,
     ) -> Result<WriteOutcome, StoreError> {
         let mut inner = self.lock();
-        match inner.locks.get(name) {
-            Some(entry) if entry.version == version.number => {
-                inner.locks.remove(name);
-                let zxid = inner.next_zxid();
-                Ok(WriteOutcome::Written { zxid })
-            }
-            _ => Ok(WriteOutcome::Conflict),
+        if inner.version_of(name) != Some(version.number) {
+            return Ok(WriteOutcome::Conflict);
         }
+        inner.locks.remove(name);
+        inner.changed(name);
+        let zxid = inner.next_zxid();
+        Ok(WriteOutcome::Written { zxid })
     }
 
     async fn list(&self, query: &ListQuery, _: Instant) -> Result<ListPage, StoreError> {
@@ -154,15 +199,130 @@ impl LockStore for MemoryStore {
                 page.more = true;
                 break;
             }
-            let mut record = entry.record.clone();
-            record.resolve_token(entry.mzxid);
-            page.locks.push((name.clone(), record));
+            page.locks.push((name.clone(), stored(entry).record));
         }
         Ok(page)
     }
 
     async fn ready(&self, _: Instant) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn queue(&self, name: &LockName, _: Instant) -> Result<Vec<Waiter>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .queues
+            .get(name)
+            .map(|q| q.iter().map(|(w, _)| w.clone()).collect())
+            .unwrap_or_default())
+    }
+
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+        _: Instant,
+    ) -> Result<Waiter, StoreError> {
+        let mut inner = self.lock();
+        if let Some((existing, _)) = inner
+            .queues
+            .get(name)
+            .and_then(|q| q.iter().find(|(w, _)| w.key == ticket.key))
+        {
+            return Ok(existing.clone());
+        }
+        inner.last_seq += 1;
+        let id = format!(
+            "{}{:010}",
+            Waiter::id_prefix(ticket.priority, &ticket.key),
+            inner.last_seq
+        );
+        let waiter = Waiter::parse(&id).expect("a waiter id we just formatted parses");
+        let queue = inner.queues.entry(name.clone()).or_default();
+        queue.push((waiter.clone(), ticket.clone()));
+        let mut waiters: Vec<Waiter> = queue.iter().map(|(w, _)| w.clone()).collect();
+        sort_queue(&mut waiters);
+        queue.sort_by_key(|(w, _)| waiters.iter().position(|x| x.id == w.id));
+        inner.changed(name);
+        Ok(waiter)
+    }
+
+    async fn ticket(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        _: Instant,
+    ) -> Result<Option<Ticket>, StoreError> {
+        let inner = self.lock();
+        let queue = inner.queues.get(name);
+        Ok(queue
+            .and_then(|q| q.iter().find(|(w, _)| w.id == waiter.id))
+            .map(|(_, t)| t.clone()))
+    }
+
+    async fn leave(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        _: Instant,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lock().remove_waiter(name, waiter))
+    }
+
+    async fn hand_off(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Option<Version>,
+        waiter: &Waiter,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let mut inner = self.lock();
+        if !inner.queue_has(name, waiter) {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let outcome = inner.write(name, record, version);
+        if matches!(outcome, WriteOutcome::Written { .. }) {
+            inner.remove_waiter(name, waiter);
+        }
+        Ok(outcome)
+    }
+
+    async fn wait_change(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        seen: Option<Version>,
+        until: Instant,
+    ) -> Result<Wake, StoreError> {
+        let mut changes = {
+            let mut inner = self.lock();
+            let already = match watch {
+                Watch::Record => inner.version_of(name) != seen.map(|v| v.number),
+                Watch::Predecessor(id) => !inner
+                    .queues
+                    .get(name)
+                    .is_some_and(|q| q.iter().any(|(w, _)| &w.id == id)),
+            };
+            if already {
+                return Ok(match watch {
+                    Watch::Record => Wake::Record,
+                    Watch::Predecessor(_) => Wake::Predecessor,
+                });
+            }
+            inner
+                .changes
+                .entry(name.clone())
+                .or_insert_with(|| watch::Sender::new(0))
+                .subscribe()
+        };
+        tokio::select! {
+            _ = changes.changed() => Ok(match watch {
+                Watch::Record => Wake::Record,
+                Watch::Predecessor(_) => Wake::Predecessor,
+            }),
+            _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
+        }
     }
 }
 
@@ -198,21 +358,16 @@ mod tests {
     async fn a_parent_name_cannot_be_created_while_nested_locks_exist() {
         let store = MemoryStore::new();
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
-        assert!(matches!(
-            store.create(&name("a/b"), &held(), deadline).await,
-            Ok(WriteOutcome::Written { .. })
-        ));
+        let written =
+            |o: Result<WriteOutcome, StoreError>| matches!(o, Ok(WriteOutcome::Written { .. }));
+        assert!(written(store.create(&name("a/b"), &held(), deadline).await));
         assert_eq!(
             store.create(&name("a"), &held(), deadline).await.unwrap(),
             WriteOutcome::NestedLocks
         );
-        assert!(matches!(
-            store.create(&name("a-b"), &held(), deadline).await,
-            Ok(WriteOutcome::Written { .. })
-        ));
-        assert!(matches!(
-            store.create(&name("a/b/c"), &held(), deadline).await,
-            Ok(WriteOutcome::Written { .. })
+        assert!(written(store.create(&name("a-b"), &held(), deadline).await));
+        assert!(written(
+            store.create(&name("a/b/c"), &held(), deadline).await
         ));
     }
 }

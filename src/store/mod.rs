@@ -9,8 +9,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
+use crate::engine::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::waiter::{Ticket, Waiter};
 
 pub mod memory;
 pub mod zk;
@@ -109,6 +111,61 @@ pub trait LockStore: Send + Sync + 'static {
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError>;
     /// Succeeds when the store answers a request within the deadline.
     async fn ready(&self, deadline: Instant) -> Result<(), StoreError>;
+
+    /// The lock's queue, in service order (priority descending, then arrival).
+    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
+    /// Joins the queue. The entry lives as long as this instance's store session. If an
+    /// entry with the ticket's key exists already (a retry), that entry is returned.
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+        deadline: Instant,
+    ) -> Result<Waiter, StoreError>;
+    /// The ticket a waiter joined with; `None` once it has left.
+    async fn ticket(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<Option<Ticket>, StoreError>;
+    /// Leaves the queue; false when the entry was already gone (for instance handed over).
+    async fn leave(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<bool, StoreError>;
+    /// In one atomic write: replaces the record (creates it when `version` is `None`) and
+    /// removes `waiter` from the queue. A conflict if either changed.
+    async fn hand_off(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Option<Version>,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError>;
+    /// Returns once what `watch` names may have changed since the record was read at `seen`
+    /// (`None`: absent), or at `until`.
+    async fn wait_change(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        seen: Option<Version>,
+        until: Instant,
+    ) -> Result<Wake, StoreError>;
+}
+
+/// Why a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The record changed (only the head and the requestor watch it).
+    Record,
+    /// The waiter ahead left.
+    Predecessor,
+    /// The timer ran out.
+    Timer,
 }
 
 /// True when `name` belongs in a listing for `query`.

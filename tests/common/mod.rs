@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod receiver;
 pub mod zk;
 
 use std::process::{Child, Command, Stdio};

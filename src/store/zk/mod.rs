@@ -14,10 +14,14 @@ use tracing::warn;
 use zookeeper_client as zk;
 
 use super::{ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
+use crate::engine::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::store::Wake;
+use crate::waiter::{Ticket, Waiter};
 
 mod list;
+mod queue;
 mod session;
 
 pub use session::ZkSession;
@@ -25,6 +29,7 @@ pub use session::ZkSession;
 pub struct ZkStore {
     session: ZkSession,
     lock_root: String,
+    state_root: String,
 }
 
 /// A call that got no answer from ZooKeeper.
@@ -36,10 +41,16 @@ pub(super) enum NoAnswer {
 }
 
 impl ZkStore {
-    pub fn new(connect: String, lock_root: &str, session_timeout: Duration) -> Self {
+    pub fn new(
+        connect: String,
+        lock_root: &str,
+        state_root: &str,
+        session_timeout: Duration,
+    ) -> Self {
         ZkStore {
             session: ZkSession::start(connect, session_timeout),
             lock_root: lock_root.trim_end_matches('/').to_owned(),
+            state_root: state_root.trim_end_matches('/').to_owned(),
         }
     }
 
@@ -359,5 +370,58 @@ impl LockStore for ZkStore {
             Ok(Err(e)) => Err(self.read_failed(Ok(e))),
             Err(e) => Err(self.read_failed(Err(e))),
         }
+    }
+
+    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
+        self.read_queue(name, deadline).await
+    }
+
+    async fn enqueue(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+        deadline: Instant,
+    ) -> Result<Waiter, StoreError> {
+        self.join_queue(name, ticket, deadline).await
+    }
+
+    async fn ticket(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<Option<Ticket>, StoreError> {
+        self.read_ticket(name, waiter, deadline).await
+    }
+
+    async fn leave(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<bool, StoreError> {
+        self.leave_queue(name, waiter, deadline).await
+    }
+
+    async fn hand_off(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Option<Version>,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.hand_off_to(name, record, version, waiter, deadline)
+            .await
+    }
+
+    async fn wait_change(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        seen: Option<Version>,
+        until: Instant,
+    ) -> Result<Wake, StoreError> {
+        self.wait_for_change(name, watch, seen, until).await
     }
 }

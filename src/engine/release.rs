@@ -1,0 +1,87 @@
+//! Renew, release and force release: what the holder (or an admin) may do to a lock.
+
+use super::{holder_with_lease, live_requestor, state, LockState};
+use crate::model::{LeaseId, UnixMillis};
+use crate::record::{Expiry, Holder, LockRecord};
+use crate::waiter::Waiter;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RenewDecision {
+    Write(Box<LockRecord>),
+    NotOwner,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReleaseDecision {
+    /// Remove the record: nobody needs it any more.
+    Delete,
+    /// Pass the lock to this waiter in the same write that ends the current lease.
+    HandOff { to: Waiter },
+    /// Nothing to do: the lock is free, or its lease ran out.
+    AlreadyFree,
+    /// Another caller holds a live lease.
+    NotOwner,
+}
+
+/// Renew extends the lease from `now`; `lease_ms` (if given) becomes the lease's length.
+/// A lease that ran out but that nobody has taken can still be renewed. A pending requestor
+/// stays (unlike Helix, where a renewal silently wiped it).
+pub fn decide_renew(
+    current: &LockRecord,
+    lease_id: &LeaseId,
+    lease_ms: Option<u64>,
+    now: UnixMillis,
+) -> RenewDecision {
+    let Some(holder) = holder_with_lease(current, lease_id) else {
+        return RenewDecision::NotOwner;
+    };
+    let length = lease_ms.or(holder.lease_ms).unwrap_or(0);
+    let renewed = Holder {
+        expires: Expiry::At(now.plus(length)),
+        lease_ms: Some(length),
+        ..holder.clone()
+    };
+    RenewDecision::Write(Box::new(LockRecord {
+        holder: Some(renewed),
+        requestor: current.requestor.clone(),
+    }))
+}
+
+/// Who gets the lock when its holder lets go: the live requestor, else the queue's head.
+fn successor(current: &LockRecord, queue: &[Waiter]) -> Option<Waiter> {
+    let requestor = live_requestor(current, queue).and_then(|r| r.waiter.as_ref());
+    requestor
+        .and_then(|id| queue.iter().find(|w| &w.id == id))
+        .or_else(|| queue.first())
+        .cloned()
+}
+
+fn let_go(current: &LockRecord, queue: &[Waiter]) -> ReleaseDecision {
+    match successor(current, queue) {
+        Some(to) => ReleaseDecision::HandOff { to },
+        None => ReleaseDecision::Delete,
+    }
+}
+
+pub fn decide_release(
+    current: &LockRecord,
+    queue: &[Waiter],
+    lease_id: &LeaseId,
+    now: UnixMillis,
+) -> ReleaseDecision {
+    if holder_with_lease(current, lease_id).is_some() {
+        return let_go(current, queue);
+    }
+    match state(current, now) {
+        LockState::Held => ReleaseDecision::NotOwner,
+        LockState::Free | LockState::Expired => ReleaseDecision::AlreadyFree,
+    }
+}
+
+/// An admin's force release removes whatever holds the lock; waiters get it as on release.
+pub fn decide_force_release(current: &LockRecord, queue: &[Waiter]) -> ReleaseDecision {
+    if current.holder.is_none() {
+        return ReleaseDecision::AlreadyFree;
+    }
+    let_go(current, queue)
+}

@@ -1,0 +1,183 @@
+//! What a waiting caller does next: take the lock, ask the holder to clean up, give up, or
+//! wait for a change. Re-decided after every wake-up, from a fresh read.
+
+use super::{handed_to, live_holder, live_requestor, may_preempt};
+use crate::model::UnixMillis;
+use crate::record::{Expiry, Holder, LockRecord, Requestor};
+use crate::waiter::{Ticket, Waiter};
+
+/// What a waiter watches while it waits, besides its timers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// The lock record: only the queue's head and the requestor watch it.
+    Record,
+    /// The waiter just ahead: everyone else, so a release wakes one waiter, not all.
+    Predecessor(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFailure {
+    /// `waiting_ms` ran out.
+    WaitTimeout,
+    /// A higher requestor took this caller's requestor slot.
+    Superseded,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitDecision {
+    /// The lock was handed to this waiter.
+    Granted,
+    /// Write `record` (this waiter as holder) and leave the queue in the same write.
+    /// `revoked` is a live holder that loses the lock, and must be told.
+    Take {
+        record: Box<LockRecord>,
+        revoked: Option<Box<Holder>>,
+    },
+    /// Write `record`, which makes this waiter the requestor. `first` means the holder has
+    /// not been asked to clean up yet in this round, and must be.
+    Register {
+        record: Box<LockRecord>,
+        first: bool,
+    },
+    /// The cleanup window ran out for a non-forceful requestor: write `record` (the slot
+    /// cleared; the holder keeps the lock and is told), then answer `cleanup_timeout`.
+    GiveUpCleanup {
+        record: Box<LockRecord>,
+    },
+    Fail(WaitFailure),
+    /// Nothing to do before `until` (if any) or a change to `watch`.
+    Wait {
+        until: Option<UnixMillis>,
+        watch: Watch,
+    },
+    /// This waiter's queue entry is gone and it was not handed the lock.
+    Vanished,
+}
+
+fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn expiry(holder: &Holder) -> Option<UnixMillis> {
+    match holder.expires {
+        Expiry::Never => None,
+        Expiry::At(at) => Some(at),
+    }
+}
+
+/// `me` waits as `my_id`; `was_requestor` says it held the requestor slot at some point.
+pub fn decide_waiting(
+    current: &LockRecord,
+    queue: &[Waiter],
+    me: &Ticket,
+    my_id: &str,
+    was_requestor: bool,
+    now: UnixMillis,
+) -> WaitDecision {
+    if current.holder.as_ref().and_then(|h| h.lease_id) == Some(me.lease_id) {
+        return WaitDecision::Granted;
+    }
+    let Some(position) = queue.iter().position(|w| w.id == my_id) else {
+        return WaitDecision::Vanished;
+    };
+    let wait_until = me.wait_until();
+    let waited_out = wait_until.is_some_and(|until| now >= until);
+    let behind = |until| WaitDecision::Wait {
+        until,
+        watch: Watch::Predecessor(queue[position - 1].id.clone()),
+    };
+
+    let Some(holder) = live_holder(current, now) else {
+        // Free, or the lease ran out: the head takes it (nothing was written at expiry).
+        return if position == 0 {
+            WaitDecision::Take {
+                record: Box::new(handed_to(me, now)),
+                revoked: None,
+            }
+        } else if waited_out {
+            WaitDecision::Fail(WaitFailure::WaitTimeout)
+        } else {
+            behind(wait_until)
+        };
+    };
+    let slot = current.requestor.as_ref();
+    let i_am_requestor = slot.and_then(|r| r.waiter.as_deref()) == Some(my_id);
+    if i_am_requestor && me.priority > holder.priority {
+        let deadline = slot.and_then(|r| r.cleanup_deadline).unwrap_or(now);
+        let limit = earliest(wait_until, Some(deadline)).unwrap_or(deadline);
+        if now >= limit {
+            return if me.forceful {
+                WaitDecision::Take {
+                    record: Box::new(handed_to(me, now)),
+                    revoked: Some(Box::new(holder.clone())),
+                }
+            } else {
+                let kept = LockRecord {
+                    holder: current.holder.clone(),
+                    requestor: None,
+                };
+                WaitDecision::GiveUpCleanup {
+                    record: Box::new(kept),
+                }
+            };
+        }
+        return WaitDecision::Wait {
+            until: earliest(Some(limit), expiry(holder)),
+            watch: Watch::Record,
+        };
+    }
+    if was_requestor {
+        return WaitDecision::Fail(WaitFailure::Superseded);
+    }
+    if may_preempt(me.priority, holder, live_requestor(current, queue)) {
+        if holder.cleanup_ms == 0 {
+            return WaitDecision::Take {
+                record: Box::new(handed_to(me, now)),
+                revoked: Some(Box::new(holder.clone())),
+            };
+        }
+        // The cleanup deadline is fixed by the first request against this holder; a higher
+        // requestor that displaces a lower one inherits it.
+        let first = slot.is_none();
+        let deadline = slot
+            .and_then(|r| r.cleanup_deadline)
+            .filter(|_| !first)
+            .unwrap_or(now.plus(holder.cleanup_ms));
+        let requestor = Requestor {
+            owner: me.owner.clone(),
+            priority: me.priority,
+            waiting_ms: me.waiting_ms,
+            requested_at: now,
+            waiter: Some(my_id.to_owned()),
+            forceful: me.forceful,
+            cleanup_deadline: Some(deadline),
+        };
+        let record = LockRecord {
+            holder: current.holder.clone(),
+            requestor: Some(requestor),
+        };
+        return WaitDecision::Register {
+            record: Box::new(record),
+            first,
+        };
+    }
+    if waited_out {
+        return WaitDecision::Fail(WaitFailure::WaitTimeout);
+    }
+    if wait_until.is_none() {
+        // A preemptor without waiting_ms only waits on the holder's cleanup; it can no longer
+        // preempt, because a higher requestor came first.
+        return WaitDecision::Fail(WaitFailure::Superseded);
+    }
+    if position == 0 {
+        WaitDecision::Wait {
+            until: earliest(wait_until, expiry(holder)),
+            watch: Watch::Record,
+        }
+    } else {
+        behind(wait_until)
+    }
+}

@@ -1,0 +1,329 @@
+//! Rule-by-rule tests of preemption, queueing and handoff.
+
+use super::tests::{granted, request, NOW};
+use super::*;
+
+fn waiter(id_key: &str, priority: u32, seq: u64) -> Waiter {
+    Waiter::parse(&format!("{}{seq:010}", Waiter::id_prefix(priority, id_key))).unwrap()
+}
+
+fn ticket(owner: &str, priority: u32, waiting_ms: Option<u64>, forceful: bool) -> Ticket {
+    let mut req = request(owner);
+    req.priority = Priority::new(i64::from(priority)).unwrap();
+    req.waiting_ms = waiting_ms;
+    req.forceful = forceful;
+    req.ticket(owner.into(), LeaseId::random(), NOW)
+}
+
+/// A lock held by "h" at priority 1 with the given cleanup window.
+fn held(cleanup_ms: u64) -> LockRecord {
+    let (mut record, _) = granted("h", NOW);
+    let holder = record.holder.as_mut().unwrap();
+    holder.priority = 1;
+    holder.cleanup_ms = cleanup_ms;
+    holder.expires = Expiry::At(NOW.plus(60_000));
+    record
+}
+
+fn with_requestor(
+    mut record: LockRecord,
+    w: &Waiter,
+    priority: u32,
+    deadline: UnixMillis,
+) -> LockRecord {
+    record.requestor = Some(Requestor {
+        owner: w.key.clone(),
+        priority,
+        waiting_ms: None,
+        requested_at: NOW,
+        waiter: Some(w.id.clone()),
+        forceful: false,
+        cleanup_deadline: Some(deadline),
+    });
+    record
+}
+
+fn acquire_at(priority: i64, waiting_ms: Option<u64>) -> AcquireRequest {
+    let mut req = request("c");
+    req.priority = Priority::new(priority).unwrap();
+    req.waiting_ms = waiting_ms;
+    req
+}
+
+#[test]
+fn a_higher_priority_caller_waits_to_preempt_and_an_equal_one_is_refused() {
+    let record = held(1000);
+    let decide = |p, w| decide_acquire(&record, &[], &acquire_at(p, w), NOW, LeaseId::random());
+    assert_eq!(decide(2, None), AcquireDecision::Wait);
+    assert_eq!(
+        decide(1, None),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+    );
+    assert_eq!(
+        decide(0, Some(0)),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+    );
+    assert_eq!(
+        decide(1, Some(500)),
+        AcquireDecision::Wait,
+        "waiting_ms > 0 queues"
+    );
+}
+
+#[test]
+fn a_pending_requestor_of_equal_or_higher_priority_blocks_preemption() {
+    let r = waiter("r", 5, 1);
+    let record = with_requestor(held(1000), &r, 5, NOW.plus(1000));
+    let queue = [r.clone()];
+    let decide = |p| {
+        decide_acquire(
+            &record,
+            &queue,
+            &acquire_at(p, None),
+            NOW,
+            LeaseId::random(),
+        )
+    };
+    assert_eq!(decide(5), AcquireDecision::Refuse(AcquireRefusal::LockHeld));
+    assert_eq!(
+        decide(3),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld),
+        "between holder and requestor (Helix bug B1)"
+    );
+    assert_eq!(decide(6), AcquireDecision::Wait);
+    // A requestor whose waiter has gone is void.
+    assert_eq!(
+        decide_acquire(&record, &[], &acquire_at(3, None), NOW, LeaseId::random()),
+        AcquireDecision::Wait
+    );
+}
+
+#[test]
+fn a_free_lock_with_waiters_goes_to_the_queue_first() {
+    let queue = [waiter("w", 3, 1)];
+    let free = LockRecord::default();
+    assert_eq!(
+        decide_acquire(&free, &queue, &acquire_at(3, None), NOW, LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::LockHeld)
+    );
+    assert_eq!(
+        decide_acquire(
+            &free,
+            &queue,
+            &acquire_at(3, Some(10)),
+            NOW,
+            LeaseId::random()
+        ),
+        AcquireDecision::Wait
+    );
+    assert!(matches!(
+        decide_acquire(&free, &queue, &acquire_at(4, None), NOW, LeaseId::random()),
+        AcquireDecision::Grant { .. }
+    ));
+}
+
+#[test]
+fn the_first_preemptor_registers_with_a_deadline_from_the_holders_cleanup() {
+    let me = ticket("p", 2, Some(5000), false);
+    let w = waiter("p", 2, 1);
+    let current = held(1000);
+    let decision = decide_waiting(&current, &[w.clone()], &me, &w.id, false, NOW);
+    let WaitDecision::Register { record, first } = decision else {
+        panic!("{decision:?}")
+    };
+    assert!(first);
+    let slot = record.requestor.unwrap();
+    assert_eq!(slot.waiter.as_deref(), Some(w.id.as_str()));
+    assert_eq!(slot.cleanup_deadline, Some(NOW.plus(1000)));
+    assert_eq!(
+        record.holder, current.holder,
+        "the holder keeps the lock meanwhile"
+    );
+}
+
+#[test]
+fn a_higher_requestor_displaces_a_lower_one_and_keeps_the_deadline() {
+    let low = waiter("low", 2, 1);
+    let high = waiter("high", 3, 2);
+    let record = with_requestor(held(1000), &low, 2, NOW.plus(1000));
+    let queue = [high.clone(), low.clone()];
+    let me = ticket("high", 3, Some(30_000), false);
+    let later = NOW.plus(400);
+    let WaitDecision::Register {
+        record: next,
+        first,
+    } = decide_waiting(&record, &queue, &me, &high.id, false, later)
+    else {
+        panic!()
+    };
+    assert!(!first, "the holder is not asked twice");
+    assert_eq!(
+        next.requestor.as_ref().unwrap().cleanup_deadline,
+        Some(NOW.plus(1000))
+    );
+    let low_ticket = ticket("low", 2, Some(30_000), false);
+    assert_eq!(
+        decide_waiting(&next, &queue, &low_ticket, &low.id, true, later),
+        WaitDecision::Fail(WaitFailure::Superseded)
+    );
+}
+
+#[test]
+fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_deadline() {
+    let w = waiter("p", 2, 1);
+    let record = with_requestor(held(1000), &w, 2, NOW.plus(1000));
+    let patient = ticket("p", 2, Some(5000), false);
+    assert_eq!(
+        decide_waiting(&record, &[w.clone()], &patient, &w.id, true, NOW.plus(10)),
+        WaitDecision::Wait {
+            until: Some(NOW.plus(1000)),
+            watch: Watch::Record
+        }
+    );
+    let hasty = ticket("p", 2, Some(300), false);
+    assert_eq!(
+        decide_waiting(&record, &[w.clone()], &hasty, &w.id, true, NOW.plus(10)),
+        WaitDecision::Wait {
+            until: Some(NOW.plus(300)),
+            watch: Watch::Record
+        }
+    );
+    let WaitDecision::GiveUpCleanup { record: kept } =
+        decide_waiting(&record, &[w.clone()], &patient, &w.id, true, NOW.plus(1000))
+    else {
+        panic!()
+    };
+    assert!(kept.requestor.is_none());
+    assert_eq!(
+        kept.holder, record.holder,
+        "a non-forceful requestor leaves the holder in place"
+    );
+    let forceful = ticket("p", 2, Some(300), true);
+    let WaitDecision::Take {
+        record: taken,
+        revoked,
+    } = decide_waiting(&record, &[w.clone()], &forceful, &w.id, true, NOW.plus(300))
+    else {
+        panic!()
+    };
+    assert_eq!(taken.holder.unwrap().lease_id, Some(forceful.lease_id));
+    assert_eq!(revoked.unwrap().owner, "h");
+}
+
+#[test]
+fn a_zero_cleanup_window_hands_over_at_once() {
+    let w = waiter("p", 2, 1);
+    let me = ticket("p", 2, None, false);
+    let decision = decide_waiting(&held(0), &[w.clone()], &me, &w.id, false, NOW);
+    assert!(
+        matches!(
+            decision,
+            WaitDecision::Take {
+                revoked: Some(_),
+                ..
+            }
+        ),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn an_expired_holder_passes_to_the_head_without_notice() {
+    let w = waiter("p", 2, 1);
+    let me = ticket("p", 2, None, false);
+    let record = with_requestor(held(1000), &w, 2, NOW.plus(1000));
+    let decision = decide_waiting(&record, &[w.clone()], &me, &w.id, true, NOW.plus(60_000));
+    assert!(
+        matches!(decision, WaitDecision::Take { revoked: None, .. }),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
+    let record = held(1000);
+    let (a, b) = (waiter("a", 1, 1), waiter("b", 1, 2));
+    let queue = [a.clone(), b.clone()];
+    let ta = ticket("a", 1, Some(10_000), false);
+    let tb = ticket("b", 1, Some(10_000), false);
+    assert_eq!(
+        decide_waiting(&record, &queue, &ta, &a.id, false, NOW),
+        WaitDecision::Wait {
+            until: Some(NOW.plus(10_000)),
+            watch: Watch::Record
+        }
+    );
+    assert_eq!(
+        decide_waiting(&record, &queue, &tb, &b.id, false, NOW),
+        WaitDecision::Wait {
+            until: Some(NOW.plus(10_000)),
+            watch: Watch::Predecessor(a.id.clone())
+        }
+    );
+    assert_eq!(
+        decide_waiting(&record, &queue, &tb, &b.id, false, NOW.plus(10_000)),
+        WaitDecision::Fail(WaitFailure::WaitTimeout)
+    );
+    assert!(matches!(
+        decide_waiting(&LockRecord::default(), &queue, &ta, &a.id, false, NOW),
+        WaitDecision::Take { revoked: None, .. }
+    ));
+    assert!(matches!(
+        decide_waiting(&LockRecord::default(), &queue, &tb, &b.id, false, NOW),
+        WaitDecision::Wait { .. }
+    ));
+    assert_eq!(
+        decide_waiting(&record, &[b.clone()], &ta, &a.id, false, NOW),
+        WaitDecision::Vanished
+    );
+}
+
+#[test]
+fn a_handed_over_waiter_sees_its_grant() {
+    let w = waiter("p", 1, 1);
+    let me = ticket("p", 1, Some(1000), false);
+    let record = handed_to(&me, NOW);
+    assert_eq!(
+        decide_waiting(&record, &[], &me, &w.id, false, NOW),
+        WaitDecision::Granted
+    );
+}
+
+#[test]
+fn release_hands_over_to_the_live_requestor_first_then_the_queue_head() {
+    let (record, lease) = granted("h", NOW);
+    let (a, r) = (waiter("a", 9, 1), waiter("r", 5, 2));
+    assert_eq!(
+        decide_release(&record, &[], &lease, NOW),
+        ReleaseDecision::Delete
+    );
+    assert_eq!(
+        decide_release(&record, &[a.clone()], &lease, NOW),
+        ReleaseDecision::HandOff { to: a.clone() }
+    );
+    let with_slot = with_requestor(record.clone(), &r, 5, NOW.plus(10));
+    assert_eq!(
+        decide_release(&with_slot, &[a.clone(), r.clone()], &lease, NOW),
+        ReleaseDecision::HandOff { to: r.clone() }
+    );
+    assert_eq!(
+        decide_release(&with_slot, &[a.clone()], &lease, NOW),
+        ReleaseDecision::HandOff { to: a.clone() },
+        "a void requestor is skipped"
+    );
+    assert_eq!(
+        decide_force_release(&with_slot, &[r.clone()]),
+        ReleaseDecision::HandOff { to: r }
+    );
+}
+
+#[test]
+fn renewal_keeps_the_requestor() {
+    let (record, lease) = granted("h", NOW);
+    let w = waiter("r", 5, 1);
+    let with_slot = with_requestor(record, &w, 5, NOW.plus(10));
+    let RenewDecision::Write(renewed) = decide_renew(&with_slot, &lease, None, NOW.plus(5)) else {
+        panic!()
+    };
+    assert_eq!(renewed.requestor, with_slot.requestor);
+}

@@ -1,0 +1,144 @@
+//! What the service tells the outside world: lock events (delivered as webhooks by the
+//! `webhook` module), counters for `/metrics`, and the audit trail of SRE overrides.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tracing::info;
+
+use crate::model::{LockName, UnixMillis};
+use crate::record::{Holder, Requestor};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    CleanupRequested,
+    CleanupCancelled,
+    Revoked,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::CleanupRequested => "lock.cleanup_requested",
+            EventKind::CleanupCancelled => "lock.cleanup_cancelled",
+            EventKind::Revoked => "lock.revoked",
+        }
+    }
+}
+
+/// Something the holder of a lock must hear about, at its `notify_url`.
+#[derive(Clone, Debug)]
+pub struct LockEvent {
+    pub kind: EventKind,
+    pub lock: LockName,
+    /// The holder the event is about (its `notify_url` is the target).
+    pub holder: Holder,
+    pub requestor: Option<Requestor>,
+    pub cleanup_deadline: Option<UnixMillis>,
+    /// When the request that caused the event reached the service.
+    pub caused_at: Instant,
+}
+
+/// Receives lock events; delivery must not block the caller.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: LockEvent);
+}
+
+/// Drops every event: for a service without webhooks.
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _: LockEvent) {}
+}
+
+/// Counters exposed at `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    pub grants: AtomicU64,
+    pub handoffs: AtomicU64,
+    pub waits_started: AtomicU64,
+    pub wakeups_record: AtomicU64,
+    pub wakeups_predecessor: AtomicU64,
+    pub wakeups_timer: AtomicU64,
+    pub webhooks_delivered: AtomicU64,
+    pub webhook_attempts_failed: AtomicU64,
+    pub webhooks_given_up: AtomicU64,
+    pub webhooks_refused: AtomicU64,
+}
+
+impl Metrics {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters in Prometheus' text format.
+    pub fn render(&self) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, samples: &[(&str, u64)]| {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
+            for (labels, value) in samples {
+                out.push_str(&format!("{name}{labels} {value}\n"));
+            }
+        };
+        counter(
+            "lockwarden_grants_total",
+            "Locks granted without waiting.",
+            &[("", get(&self.grants))],
+        );
+        counter(
+            "lockwarden_handoffs_total",
+            "Locks passed to a waiter.",
+            &[("", get(&self.handoffs))],
+        );
+        counter(
+            "lockwarden_waits_total",
+            "Acquire calls that joined a queue.",
+            &[("", get(&self.waits_started))],
+        );
+        counter(
+            "lockwarden_waiter_wakeups_total",
+            "Times a waiting call woke up, by cause.",
+            &[
+                ("{cause=\"record\"}", get(&self.wakeups_record)),
+                ("{cause=\"predecessor\"}", get(&self.wakeups_predecessor)),
+                ("{cause=\"timer\"}", get(&self.wakeups_timer)),
+            ],
+        );
+        counter(
+            "lockwarden_webhooks_total",
+            "Webhook deliveries, by result.",
+            &[
+                ("{result=\"delivered\"}", get(&self.webhooks_delivered)),
+                (
+                    "{result=\"attempt_failed\"}",
+                    get(&self.webhook_attempts_failed),
+                ),
+                ("{result=\"given_up\"}", get(&self.webhooks_given_up)),
+                ("{result=\"refused_target\"}", get(&self.webhooks_refused)),
+            ],
+        );
+        out
+    }
+}
+
+/// Records one use of the SRE override priority.
+pub fn audit_override(
+    lock: &LockName,
+    who: &str,
+    preempted: Option<&str>,
+    message: &str,
+    outcome: &str,
+) {
+    info!(
+        target: "lockwarden::audit",
+        action = "sre_override",
+        lock = %lock,
+        who = %who,
+        credential = "admin",
+        preempted = preempted.unwrap_or("none"),
+        message = %message,
+        outcome = %outcome,
+        "SRE override"
+    );
+}

@@ -1,0 +1,436 @@
+//! Acquire calls that wait: in a lock's queue for their turn, or as the requestor that asks
+//! the holder to clean up. Each call runs on a task of its own and is re-decided after every
+//! wake-up; a caller who disconnects takes its queue entry and requestor slot with it, and a
+//! lock handed to it in the meantime goes on to the next waiter.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use super::events::{audit_override, EventKind, Metrics};
+use super::replies::{Flight, OutcomeReceiver};
+use super::{
+    refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
+    ServiceError,
+};
+use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
+use crate::model::{LockName, Priority, UnixMillis};
+use crate::record::LockRecord;
+use crate::store::{Wake, WriteOutcome};
+use crate::waiter::{Ticket, Waiter};
+
+/// Resolves when nobody awaits the call's outcome any more.
+pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+enum Step {
+    Again,
+    Done(AcquireOutcome),
+}
+
+#[derive(Default)]
+struct WaitState {
+    was_requestor: bool,
+    trouble_since: Option<Instant>,
+}
+
+/// The queue key of a call: derived from its request id, so a retry finds its entry.
+fn waiter_key(request: &AcquireRequest) -> String {
+    match &request.request_id {
+        Some(id) => {
+            let digest = Sha256::digest(format!("{}\0{}", request.owner.as_str(), id.as_str()));
+            digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+        }
+        None => uuid::Uuid::new_v4().simple().to_string(),
+    }
+}
+
+/// The instant at which the wall-clock time `until` comes (a millisecond late, so that the
+/// decision made then sees it as passed).
+fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
+    let ms = until.map_or(30_000, |u| u64::try_from(u.0 - now.0).unwrap_or(0) + 1);
+    Instant::now() + Duration::from_millis(ms)
+}
+
+async fn outcome_of(mut receiver: OutcomeReceiver) -> AcquireOutcome {
+    match receiver.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone().expect("waited for Some"),
+        Err(_) => Err(ServiceError::StoreUnavailable(
+            "the acquire task ended without an outcome".into(),
+        )),
+    }
+}
+
+impl LockService {
+    /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
+    /// disconnected), the grant is released again, so no lock is left held by nobody.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        name: LockName,
+        request: AcquireRequest,
+    ) -> AcquireOutcome {
+        let received = Instant::now();
+        if request.priority == Priority::OVERRIDE {
+            audit_override(
+                &name,
+                request.owner.as_str(),
+                None,
+                &request.message,
+                "requested",
+            );
+        }
+        let (sender, receiver) = match &request.request_id {
+            Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
+                Flight::Finished(outcome) => return outcome,
+                Flight::Joined(receiver) => return outcome_of(receiver).await,
+                Flight::Lead(sender, receiver) => (sender, receiver),
+            },
+            None => {
+                let (sender, receiver) = tokio::sync::watch::channel(None);
+                (Arc::new(sender), receiver)
+            }
+        };
+        let service = self.clone();
+        tokio::spawn(async move {
+            let listeners = sender.clone();
+            let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
+            let outcome = service
+                .acquire_now(&name, &request, received, cancelled)
+                .await;
+            let undo =
+                sender.receiver_count() == 0 && matches!(&outcome, Ok(granted) if granted.fresh);
+            if let Some(id) = &request.request_id {
+                service.replies.finish(
+                    &name,
+                    id,
+                    &request.request_digest,
+                    (!undo).then_some(&outcome),
+                );
+            }
+            if let (true, Ok(granted)) = (undo, &outcome) {
+                info!(lock = %name, "caller went away before its grant was delivered; releasing it");
+                if let Err(error) = service.release(&name, &granted.lease_id).await {
+                    warn!(lock = %name, %error, "could not undo an undelivered grant; its lease will run out");
+                }
+            }
+            sender.send_replace(Some(outcome));
+        });
+        outcome_of(receiver).await
+    }
+
+    pub(super) async fn wait_in_queue(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        received: Instant,
+        mut cancelled: Cancelled,
+    ) -> AcquireOutcome {
+        Metrics::bump(&self.metrics.waits_started);
+        let ticket = request.ticket(
+            waiter_key(request),
+            crate::model::LeaseId::random(),
+            UnixMillis::now(),
+        );
+        let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
+            Ok(me) => me,
+            Err(error) => {
+                self.sweep_later(name, None, &ticket);
+                return Err(error.into());
+            }
+        };
+        let mut state = WaitState::default();
+        loop {
+            let step = tokio::select! {
+                biased;
+                _ = &mut cancelled => {
+                    self.withdraw(name, &me, &ticket, received).await;
+                    return Err(ServiceError::StoreUnavailable("the caller left".into()));
+                }
+                step = self.wait_step(name, &me, &ticket, &mut state, received) => step,
+            };
+            if let Step::Done(outcome) = step {
+                return outcome;
+            }
+        }
+    }
+
+    async fn wait_step(
+        &self,
+        name: &LockName,
+        me: &Waiter,
+        ticket: &Ticket,
+        state: &mut WaitState,
+        received: Instant,
+    ) -> Step {
+        match self.try_wait_step(name, me, ticket, state, received).await {
+            Ok(step) => {
+                state.trouble_since = None;
+                step
+            }
+            Err(error) => {
+                let since = *state.trouble_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.store_timeout {
+                    self.sweep_later(name, Some(me), ticket);
+                    return Step::Done(Err(error));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Step::Again
+            }
+        }
+    }
+
+    async fn try_wait_step(
+        &self,
+        name: &LockName,
+        me: &Waiter,
+        ticket: &Ticket,
+        state: &mut WaitState,
+        received: Instant,
+    ) -> Result<Step, ServiceError> {
+        let deadline = self.deadline();
+        let now = UnixMillis::now();
+        let Read {
+            stored,
+            record,
+            queue,
+        } = self.read(name, deadline, now, true).await?;
+        for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
+            // A node of this call whose create answer was lost, then retried.
+            self.store.leave(name, orphan, deadline).await?;
+        }
+        if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) == Some(me.id.as_str()) {
+            state.was_requestor = true;
+        }
+        let version = stored.as_ref().map(|s| s.version);
+        let overriding = ticket.priority == Priority::OVERRIDE.get();
+        let done = |refusal| {
+            Ok(Step::Done(Err(refused(
+                refusal, name, &record, &queue, now,
+            ))))
+        };
+        match engine::decide_waiting(&record, &queue, ticket, &me.id, state.was_requestor, now) {
+            WaitDecision::Granted => Ok(Step::Done(Ok(
+                self.granted(name, ticket, &record, &queue, now)
+            ))),
+            WaitDecision::Take {
+                record: next,
+                revoked,
+            } => match self
+                .store
+                .hand_off(name, &next, version, me, deadline)
+                .await
+            {
+                Ok(WriteOutcome::Written { zxid }) => {
+                    Metrics::bump(&self.metrics.handoffs);
+                    let mut landed = *next;
+                    landed.resolve_token(zxid);
+                    if let Some(old) = revoked {
+                        if overriding {
+                            audit_override(
+                                name,
+                                &ticket.owner,
+                                Some(&old.owner),
+                                &ticket.message,
+                                "took over",
+                            );
+                        }
+                        self.emit(
+                            EventKind::Revoked,
+                            name,
+                            &LockRecord::held_by(*old),
+                            received,
+                        );
+                    }
+                    let rest: Vec<Waiter> =
+                        queue.iter().filter(|w| w.id != me.id).cloned().collect();
+                    Ok(Step::Done(Ok(
+                        self.granted(name, ticket, &landed, &rest, now)
+                    )))
+                }
+                Ok(WriteOutcome::NestedLocks) => {
+                    self.store.leave(name, me, deadline).await?;
+                    done(Refusal::NameConflict)
+                }
+                Ok(WriteOutcome::Conflict) | Err(crate::store::StoreError::OutcomeUnknown(_)) => {
+                    Ok(Step::Again)
+                }
+                Err(error) => Err(error.into()),
+            },
+            WaitDecision::Register {
+                record: next,
+                first,
+            } => {
+                if let Put::Landed(written) =
+                    self.put(name, stored.as_ref(), *next, deadline).await?
+                {
+                    state.was_requestor = true;
+                    if overriding {
+                        let holder = written.holder.as_ref().map(|h| h.owner.as_str());
+                        audit_override(
+                            name,
+                            &ticket.owner,
+                            holder,
+                            &ticket.message,
+                            "asked the holder to clean up",
+                        );
+                    }
+                    if first {
+                        self.emit(EventKind::CleanupRequested, name, &written, received);
+                    }
+                }
+                Ok(Step::Again)
+            }
+            WaitDecision::GiveUpCleanup { record: next } => {
+                if let Put::Landed(_) = self.put(name, stored.as_ref(), *next, deadline).await? {
+                    self.emit(EventKind::CleanupCancelled, name, &record, received);
+                    return self
+                        .leave_or_take(name, me, ticket, Refusal::CleanupTimeout)
+                        .await;
+                }
+                Ok(Step::Again)
+            }
+            WaitDecision::Fail(failure) => {
+                let refusal = match failure {
+                    WaitFailure::WaitTimeout => Refusal::WaitTimeout,
+                    WaitFailure::Superseded => Refusal::Superseded,
+                };
+                self.leave_or_take(name, me, ticket, refusal).await
+            }
+            WaitDecision::Vanished => Err(ServiceError::StoreUnavailable(
+                "the queue entry vanished with its store session".into(),
+            )),
+            WaitDecision::Wait { until, watch } => {
+                let wake = self
+                    .store
+                    .wait_change(name, &watch, version, instant_at(until, now))
+                    .await?;
+                Metrics::bump(match wake {
+                    Wake::Record => &self.metrics.wakeups_record,
+                    Wake::Predecessor => &self.metrics.wakeups_predecessor,
+                    Wake::Timer => &self.metrics.wakeups_timer,
+                });
+                Ok(Step::Again)
+            }
+        }
+    }
+
+    fn granted(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+        record: &LockRecord,
+        queue: &[Waiter],
+        now: UnixMillis,
+    ) -> Granted {
+        let lock = snapshot(name, record, queue, now);
+        Granted {
+            lease_id: ticket.lease_id,
+            fencing_token: token_of(record),
+            lock,
+            fresh: true,
+        }
+    }
+
+    /// Leaves the queue to answer `refusal`; but if a hand-off reached this waiter first,
+    /// the lock is its, and the answer is the grant.
+    async fn leave_or_take(
+        &self,
+        name: &LockName,
+        me: &Waiter,
+        ticket: &Ticket,
+        refusal: Refusal,
+    ) -> Result<Step, ServiceError> {
+        let deadline = self.deadline();
+        let left = self.store.leave(name, me, deadline).await?;
+        let now = UnixMillis::now();
+        let Read { record, queue, .. } = self.read(name, deadline, now, true).await?;
+        if !left && record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
+            return Ok(Step::Done(Ok(
+                self.granted(name, ticket, &record, &queue, now)
+            )));
+        }
+        Ok(Step::Done(Err(refused(
+            refusal, name, &record, &queue, now,
+        ))))
+    }
+
+    /// The caller disconnected: leave the queue (after which no hand-off can reach this
+    /// waiter), pass on a lock that reached it before, and withdraw its requestor slot.
+    async fn withdraw(&self, name: &LockName, me: &Waiter, ticket: &Ticket, received: Instant) {
+        let deadline = self.deadline();
+        if self.store.leave(name, me, deadline).await.is_err() {
+            self.sweep_later(name, Some(me), ticket);
+            return;
+        }
+        for _ in 0..super::MAX_ROUNDS {
+            let Ok(Some(stored)) = self.store.read(name, deadline).await else {
+                return;
+            };
+            let record = stored.record;
+            if record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
+                info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
+                let _ = self.release(name, &ticket.lease_id).await;
+                return;
+            }
+            if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me.id.as_str()) {
+                return;
+            }
+            let cleared = LockRecord {
+                holder: record.holder.clone(),
+                requestor: None,
+            };
+            match self
+                .store
+                .update(name, &cleared, stored.version, deadline)
+                .await
+            {
+                Ok(WriteOutcome::Written { .. }) => {
+                    self.emit(EventKind::CleanupCancelled, name, &record, received);
+                    return;
+                }
+                Ok(_) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// When the store was unreachable as a call ended, its queue entry may linger (or a lost
+    /// create may still land). Keep trying to remove every entry of this call for a while.
+    fn sweep_later(&self, name: &LockName, me: Option<&Waiter>, ticket: &Ticket) {
+        let (store, name, key, lease_id) = (
+            self.store.clone(),
+            name.clone(),
+            ticket.key.clone(),
+            ticket.lease_id,
+        );
+        let me = me.cloned();
+        let timeout = self.store_timeout;
+        tokio::spawn(async move {
+            for _ in 0..60 {
+                let deadline = Instant::now() + timeout;
+                let Ok(queue) = store.queue(&name, deadline).await else {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                };
+                let mine = queue
+                    .into_iter()
+                    .filter(|w| w.key == key || me.as_ref().is_some_and(|m| m.id == w.id));
+                let mut clean = true;
+                for waiter in mine {
+                    clean &= store.leave(&name, &waiter, deadline).await.is_ok();
+                }
+                if let Ok(Some(stored)) = store.read(&name, deadline).await {
+                    if stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id) {
+                        let _ = store.delete(&name, stored.version, deadline).await;
+                    }
+                }
+                if clean {
+                    return;
+                }
+            }
+        });
+    }
+}

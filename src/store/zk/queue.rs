@@ -1,0 +1,254 @@
+//! Lock queues in ZooKeeper: one container per lock at `{state_root}/{name, '/' as '~'}`,
+//! holding an ephemeral sequential node per waiter (so a waiter vanishes with its
+//! instance's session), whose data is the waiter's ticket.
+//!
+//! A hand-off is one `multi`: write the record at the version read, and delete the
+//! waiter's node, so the lock never goes to a waiter that has left.
+
+use std::time::Instant;
+
+use zookeeper_client as zk;
+
+use super::{NoAnswer, ZkStore};
+use crate::engine::Watch;
+use crate::model::LockName;
+use crate::record::LockRecord;
+use crate::store::{StoreError, Version, Wake, WriteOutcome};
+use crate::waiter::{sort_queue, Ticket, Waiter};
+
+impl ZkStore {
+    fn queue_dir(&self, name: &LockName) -> String {
+        // '~' never occurs in a lock name, so this flattening is one-to-one.
+        format!("{}/{}", self.state_root, name.as_str().replace('/', "~"))
+    }
+
+    fn waiter_path(&self, name: &LockName, waiter: &Waiter) -> String {
+        format!("{}/{}", self.queue_dir(name), waiter.id)
+    }
+
+    pub(super) async fn read_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<Vec<Waiter>, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let mut queue: Vec<Waiter> =
+            match Self::within(deadline, client.list_children(&self.queue_dir(name))).await {
+                Ok(Ok(children)) => children.iter().filter_map(|c| Waiter::parse(c)).collect(),
+                Ok(Err(zk::Error::NoNode)) => Vec::new(),
+                Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+                Err(e) => return Err(self.read_failed(Err(e))),
+            };
+        sort_queue(&mut queue);
+        Ok(queue)
+    }
+
+    async fn create_queue_dir(&self, dir: &str, deadline: Instant) -> Result<(), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        match Self::within(deadline, client.mkdir(&self.state_root, &persistent)).await {
+            Ok(Ok(())) | Ok(Err(zk::Error::NodeExists)) => {}
+            Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+            Err(e) => return Err(self.write_failed(Err(e))),
+        }
+        let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+        match Self::within(deadline, client.create(dir, b"", &container)).await {
+            Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => Ok(()),
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+
+    pub(super) async fn join_queue(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+        deadline: Instant,
+    ) -> Result<Waiter, StoreError> {
+        let dir = self.queue_dir(name);
+        let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
+        let data = ticket.encode();
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let mine = |queue: Vec<Waiter>| queue.into_iter().find(|w| w.key == ticket.key);
+        if ticket.request_id.is_some() {
+            // A retried call finds the node its first attempt created.
+            if let Some(existing) = mine(self.read_queue(name, deadline).await?) {
+                return Ok(existing);
+            }
+        }
+        for _ in 0..4 {
+            let client = self
+                .client(deadline)
+                .await
+                .map_err(|e| self.write_failed(Err(e)))?;
+            match Self::within(
+                deadline,
+                client.create(&format!("{dir}/{prefix}"), &data, &options),
+            )
+            .await
+            {
+                Ok(Ok((_, sequence))) => {
+                    let id = format!("{prefix}{:010}", sequence.into_i64());
+                    return Waiter::parse(&id).ok_or_else(|| {
+                        StoreError::Unavailable(format!("unexpected waiter id {id}"))
+                    });
+                }
+                Ok(Err(zk::Error::NoNode)) => self.create_queue_dir(&dir, deadline).await?,
+                // The answer was lost. Requests on a session are applied in order, so a
+                // listing sent now shows the node if the create landed.
+                _ => {
+                    if let Some(existing) = mine(self.read_queue(name, deadline).await?) {
+                        return Ok(existing);
+                    }
+                }
+            }
+        }
+        Err(StoreError::Unavailable("could not join the queue".into()))
+    }
+
+    pub(super) async fn read_ticket(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<Option<Ticket>, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        match Self::within(deadline, client.get_data(&self.waiter_path(name, waiter))).await {
+            Ok(Ok((data, _))) => Ok(Ticket::decode(&data)),
+            Ok(Err(zk::Error::NoNode)) => Ok(None),
+            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
+            Err(e) => Err(self.read_failed(Err(e))),
+        }
+    }
+
+    pub(super) async fn leave_queue(
+        &self,
+        name: &LockName,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<bool, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        match Self::within(
+            deadline,
+            client.delete(&self.waiter_path(name, waiter), None),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(zk::Error::NoNode)) => Ok(false),
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+
+    pub(super) async fn hand_off_to(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Option<Version>,
+        waiter: &Waiter,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        if version.is_some_and(|v| v.empty && v.has_children) {
+            return Ok(WriteOutcome::NestedLocks);
+        }
+        let path = self.path(name);
+        let data = record.encode();
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        for _ in 0..4 {
+            let client = self
+                .client(deadline)
+                .await
+                .map_err(|e| self.write_failed(Err(e)))?;
+            let mut writer = client.new_multi_writer();
+            let staged = match version {
+                Some(v) if !v.empty => writer.add_set_data(&path, &data, Some(v.number)),
+                Some(v) => writer
+                    .add_delete(&path, Some(v.number))
+                    .and_then(|_| writer.add_create(&path, &data, &persistent)),
+                None => writer.add_create(&path, &data, &persistent),
+            };
+            staged
+                .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let failure = match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+                Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
+                Ok(Ok(results)) => {
+                    if let Some(zk::MultiWriteResult::SetData { stat }) = results.first() {
+                        return Ok(WriteOutcome::Written { zxid: stat.mzxid });
+                    }
+                    // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
+                    // (ZOOKEEPER-4026), so the grant's zxid is read back.
+                    return match Self::within(deadline, client.check_stat(&path)).await {
+                        Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                        _ => Err(StoreError::OutcomeUnknown(
+                            "could not read back a handed-over record".into(),
+                        )),
+                    };
+                }
+                Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
+                Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                    return Err(self.write_failed(Ok(source)))
+                }
+            };
+            match failure {
+                // Creating the record failed because its parents are missing.
+                (0, zk::Error::NoNode) if version.is_none() => {
+                    self.create_parents(name, deadline).await?
+                }
+                (_, zk::Error::NotEmpty) => return Ok(WriteOutcome::NestedLocks),
+                (_, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
+                    return Ok(WriteOutcome::Conflict)
+                }
+                (_, other) => return Err(self.write_failed(Ok(other))),
+            }
+        }
+        Ok(WriteOutcome::Conflict)
+    }
+
+    pub(super) async fn wait_for_change(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        seen: Option<Version>,
+        until: Instant,
+    ) -> Result<Wake, StoreError> {
+        let client = self
+            .client(until)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let (path, woken) = match watch {
+            Watch::Record => (self.path(name), Wake::Record),
+            Watch::Predecessor(id) => (format!("{}/{id}", self.queue_dir(name)), Wake::Predecessor),
+        };
+        let (stat, watcher) = match Self::within(until, client.check_and_watch_stat(&path)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+            Err(NoAnswer::TimedOut) => return Ok(Wake::Timer),
+            Err(e) => return Err(self.read_failed(Err(e))),
+        };
+        let moved = match watch {
+            Watch::Record => stat.map(|s| s.version) != seen.map(|v| v.number),
+            Watch::Predecessor(_) => stat.is_none(),
+        };
+        if moved {
+            return Ok(woken);
+        }
+        tokio::select! {
+            _ = watcher.changed() => Ok(woken),
+            _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
+        }
+    }
+}
