@@ -64,6 +64,9 @@ pub struct Ticket {
     /// When the caller stops waiting (epoch ms); `None` for a preemptor that waits as long
     /// as the holder's cleanup window.
     pub wait_until: Option<i64>,
+    /// When the service received the call (epoch ms).
+    #[serde(default)]
+    pub received_at: i64,
 }
 
 impl Ticket {

@@ -40,7 +40,7 @@ pub struct AcquireRequest {
 }
 
 impl AcquireRequest {
-    /// The ticket this request waits with in a queue.
+    /// The ticket this request waits with in a queue; `now` is when the call was received.
     pub fn ticket(&self, key: String, lease_id: LeaseId, now: UnixMillis) -> Ticket {
         Ticket {
             key,
@@ -59,6 +59,7 @@ impl AcquireRequest {
                 .as_ref()
                 .map(|_| self.request_digest.clone()),
             wait_until: self.waiting_ms.map(|w| now.plus(w).0),
+            received_at: now.0,
         }
     }
 }

@@ -140,17 +140,26 @@ pub fn decide_waiting(
             };
         }
         // The cleanup deadline is fixed by the first request against this holder; a higher
-        // requestor that displaces a lower one inherits it.
-        let first = slot.is_none();
-        let deadline = slot
+        // requestor that displaces a lower one inherits it. A void requestor (its waiter is
+        // gone) counts as none: this round starts afresh, and the holder is asked again.
+        let live = live_requestor(current, queue);
+        let first = live.is_none();
+        // The request began when the service received the call, unless the lock changed
+        // hands after that: then it began now.
+        let received = UnixMillis(me.received_at);
+        let requested_at = if holder.acquired_at.is_some_and(|at| at <= received) {
+            received
+        } else {
+            now
+        };
+        let deadline = live
             .and_then(|r| r.cleanup_deadline)
-            .filter(|_| !first)
-            .unwrap_or(now.plus(holder.cleanup_ms));
+            .unwrap_or(requested_at.plus(holder.cleanup_ms));
         let requestor = Requestor {
             owner: me.owner.clone(),
             priority: me.priority,
             waiting_ms: me.waiting_ms,
-            requested_at: now,
+            requested_at,
             waiter: Some(my_id.to_owned()),
             forceful: me.forceful,
             cleanup_deadline: Some(deadline),

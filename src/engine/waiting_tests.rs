@@ -127,7 +127,7 @@ fn the_first_preemptor_registers_with_a_deadline_from_the_holders_cleanup() {
     let me = ticket("p", 2, Some(5000), false);
     let w = waiter("p", 2, 1);
     let current = held(1000);
-    let decision = decide_waiting(&current, &[w.clone()], &me, &w.id, false, NOW);
+    let decision = decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, NOW);
     let WaitDecision::Register { record, first } = decision else {
         panic!("{decision:?}")
     };
@@ -174,7 +174,14 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
     let record = with_requestor(held(1000), &w, 2, NOW.plus(1000));
     let patient = ticket("p", 2, Some(5000), false);
     assert_eq!(
-        decide_waiting(&record, &[w.clone()], &patient, &w.id, true, NOW.plus(10)),
+        decide_waiting(
+            &record,
+            std::slice::from_ref(&w),
+            &patient,
+            &w.id,
+            true,
+            NOW.plus(10)
+        ),
         WaitDecision::Wait {
             until: Some(NOW.plus(1000)),
             watch: Watch::Record
@@ -182,15 +189,27 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
     );
     let hasty = ticket("p", 2, Some(300), false);
     assert_eq!(
-        decide_waiting(&record, &[w.clone()], &hasty, &w.id, true, NOW.plus(10)),
+        decide_waiting(
+            &record,
+            std::slice::from_ref(&w),
+            &hasty,
+            &w.id,
+            true,
+            NOW.plus(10)
+        ),
         WaitDecision::Wait {
             until: Some(NOW.plus(300)),
             watch: Watch::Record
         }
     );
-    let WaitDecision::GiveUpCleanup { record: kept } =
-        decide_waiting(&record, &[w.clone()], &patient, &w.id, true, NOW.plus(1000))
-    else {
+    let WaitDecision::GiveUpCleanup { record: kept } = decide_waiting(
+        &record,
+        std::slice::from_ref(&w),
+        &patient,
+        &w.id,
+        true,
+        NOW.plus(1000),
+    ) else {
         panic!()
     };
     assert!(kept.requestor.is_none());
@@ -202,7 +221,14 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
     let WaitDecision::Take {
         record: taken,
         revoked,
-    } = decide_waiting(&record, &[w.clone()], &forceful, &w.id, true, NOW.plus(300))
+    } = decide_waiting(
+        &record,
+        std::slice::from_ref(&w),
+        &forceful,
+        &w.id,
+        true,
+        NOW.plus(300),
+    )
     else {
         panic!()
     };
@@ -214,7 +240,7 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
 fn a_zero_cleanup_window_hands_over_at_once() {
     let w = waiter("p", 2, 1);
     let me = ticket("p", 2, None, false);
-    let decision = decide_waiting(&held(0), &[w.clone()], &me, &w.id, false, NOW);
+    let decision = decide_waiting(&held(0), std::slice::from_ref(&w), &me, &w.id, false, NOW);
     assert!(
         matches!(
             decision,
@@ -232,7 +258,14 @@ fn an_expired_holder_passes_to_the_head_without_notice() {
     let w = waiter("p", 2, 1);
     let me = ticket("p", 2, None, false);
     let record = with_requestor(held(1000), &w, 2, NOW.plus(1000));
-    let decision = decide_waiting(&record, &[w.clone()], &me, &w.id, true, NOW.plus(60_000));
+    let decision = decide_waiting(
+        &record,
+        std::slice::from_ref(&w),
+        &me,
+        &w.id,
+        true,
+        NOW.plus(60_000),
+    );
     assert!(
         matches!(decision, WaitDecision::Take { revoked: None, .. }),
         "{decision:?}"
@@ -273,7 +306,7 @@ fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
         WaitDecision::Wait { .. }
     ));
     assert_eq!(
-        decide_waiting(&record, &[b.clone()], &ta, &a.id, false, NOW),
+        decide_waiting(&record, std::slice::from_ref(&b), &ta, &a.id, false, NOW),
         WaitDecision::Vanished
     );
 }
@@ -298,7 +331,7 @@ fn release_hands_over_to_the_live_requestor_first_then_the_queue_head() {
         ReleaseDecision::Delete
     );
     assert_eq!(
-        decide_release(&record, &[a.clone()], &lease, NOW),
+        decide_release(&record, std::slice::from_ref(&a), &lease, NOW),
         ReleaseDecision::HandOff { to: a.clone() }
     );
     let with_slot = with_requestor(record.clone(), &r, 5, NOW.plus(10));
@@ -307,12 +340,12 @@ fn release_hands_over_to_the_live_requestor_first_then_the_queue_head() {
         ReleaseDecision::HandOff { to: r.clone() }
     );
     assert_eq!(
-        decide_release(&with_slot, &[a.clone()], &lease, NOW),
+        decide_release(&with_slot, std::slice::from_ref(&a), &lease, NOW),
         ReleaseDecision::HandOff { to: a.clone() },
         "a void requestor is skipped"
     );
     assert_eq!(
-        decide_force_release(&with_slot, &[r.clone()]),
+        decide_force_release(&with_slot, std::slice::from_ref(&r)),
         ReleaseDecision::HandOff { to: r }
     );
 }
@@ -326,4 +359,50 @@ fn renewal_keeps_the_requestor() {
         panic!()
     };
     assert_eq!(renewed.requestor, with_slot.requestor);
+}
+
+#[test]
+fn a_void_requestor_is_replaced_by_a_fresh_round() {
+    let dead = waiter("dead", 2, 1);
+    let me_w = waiter("me", 2, 2);
+    let record = with_requestor(held(1000), &dead, 2, NOW.plus(10));
+    let me = ticket("me", 2, Some(5000), false);
+    let later = NOW.plus(500);
+    let WaitDecision::Register {
+        record: next,
+        first,
+    } = decide_waiting(
+        &record,
+        std::slice::from_ref(&me_w),
+        &me,
+        &me_w.id,
+        false,
+        later,
+    )
+    else {
+        panic!()
+    };
+    assert!(first, "the holder is asked again");
+    assert_eq!(
+        next.requestor.unwrap().cleanup_deadline,
+        Some(NOW.plus(1000)),
+        "from when the call was received"
+    );
+}
+
+#[test]
+fn a_waiter_that_outranks_a_later_holder_starts_its_request_then() {
+    let w = waiter("p", 2, 1);
+    let me = ticket("p", 2, Some(60_000), false);
+    let mut current = held(1000);
+    current.holder.as_mut().unwrap().acquired_at = Some(NOW.plus(5000));
+    let at = NOW.plus(6000);
+    let WaitDecision::Register { record, .. } =
+        decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, at)
+    else {
+        panic!()
+    };
+    let slot = record.requestor.unwrap();
+    assert_eq!(slot.requested_at, at);
+    assert_eq!(slot.cleanup_deadline, Some(at.plus(1000)));
 }

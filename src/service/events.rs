@@ -136,8 +136,8 @@ pub fn audit_override(
         lock = %lock,
         who = %who,
         credential = "admin",
-        preempted = preempted.unwrap_or("none"),
-        message = %message,
+        preempted = %preempted.unwrap_or("none"),
+        reason = %message,
         outcome = %outcome,
         "SRE override"
     );

@@ -40,7 +40,7 @@ struct Done {
 /// How a call with a request id proceeds.
 pub enum Flight {
     /// The id finished before: this is its outcome.
-    Finished(AcquireOutcome),
+    Finished(Box<AcquireOutcome>),
     /// A call with this id is running: wait for its outcome.
     Joined(OutcomeReceiver),
     /// This call runs it; whoever joins listens on the sender.
@@ -68,7 +68,7 @@ impl ReplyCache {
             if done.digest != digest {
                 return Err(ServiceError::RequestIdReused);
             }
-            return Ok(Flight::Finished(done.outcome.clone()));
+            return Ok(Flight::Finished(Box::new(done.outcome.clone())));
         }
         if let Some((running_digest, sender)) = inner.running.get(&key) {
             if running_digest != digest {

@@ -28,7 +28,7 @@ pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 enum Step {
     Again,
-    Done(AcquireOutcome),
+    Done(Box<AcquireOutcome>),
 }
 
 #[derive(Default)]
@@ -84,7 +84,7 @@ impl LockService {
         }
         let (sender, receiver) = match &request.request_id {
             Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
-                Flight::Finished(outcome) => return outcome,
+                Flight::Finished(outcome) => return *outcome,
                 Flight::Joined(receiver) => return outcome_of(receiver).await,
                 Flight::Lead(sender, receiver) => (sender, receiver),
             },
@@ -129,10 +129,11 @@ impl LockService {
         mut cancelled: Cancelled,
     ) -> AcquireOutcome {
         Metrics::bump(&self.metrics.waits_started);
+        let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
         let ticket = request.ticket(
             waiter_key(request),
             crate::model::LeaseId::random(),
-            UnixMillis::now(),
+            received_at,
         );
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
@@ -152,7 +153,7 @@ impl LockService {
                 step = self.wait_step(name, &me, &ticket, &mut state, received) => step,
             };
             if let Step::Done(outcome) = step {
-                return outcome;
+                return *outcome;
             }
         }
     }
@@ -174,7 +175,7 @@ impl LockService {
                 let since = *state.trouble_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= self.store_timeout {
                     self.sweep_later(name, Some(me), ticket);
-                    return Step::Done(Err(error));
+                    return Step::Done(Box::new(Err(error)));
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 Step::Again
@@ -207,14 +208,14 @@ impl LockService {
         let version = stored.as_ref().map(|s| s.version);
         let overriding = ticket.priority == Priority::OVERRIDE.get();
         let done = |refusal| {
-            Ok(Step::Done(Err(refused(
+            Ok(Step::Done(Box::new(Err(refused(
                 refusal, name, &record, &queue, now,
-            ))))
+            )))))
         };
         match engine::decide_waiting(&record, &queue, ticket, &me.id, state.was_requestor, now) {
-            WaitDecision::Granted => Ok(Step::Done(Ok(
+            WaitDecision::Granted => Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
-            ))),
+            )))),
             WaitDecision::Take {
                 record: next,
                 revoked,
@@ -246,9 +247,9 @@ impl LockService {
                     }
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != me.id).cloned().collect();
-                    Ok(Step::Done(Ok(
+                    Ok(Step::Done(Box::new(Ok(
                         self.granted(name, ticket, &landed, &rest, now)
-                    )))
+                    ))))
                 }
                 Ok(WriteOutcome::NestedLocks) => {
                     self.store.leave(name, me, deadline).await?;
@@ -348,13 +349,13 @@ impl LockService {
         let now = UnixMillis::now();
         let Read { record, queue, .. } = self.read(name, deadline, now, true).await?;
         if !left && record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
-            return Ok(Step::Done(Ok(
+            return Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
-            )));
+            ))));
         }
-        Ok(Step::Done(Err(refused(
+        Ok(Step::Done(Box::new(Err(refused(
             refusal, name, &record, &queue, now,
-        ))))
+        )))))
     }
 
     /// The caller disconnected: leave the queue (after which no hand-off can reach this

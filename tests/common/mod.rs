@@ -18,6 +18,24 @@ use zookeeper_client as zkc;
 
 pub use zk::ZkServer;
 
+/// Command-line flags for a `Process` on `zk` under `root` (as `zk_args` gives in-process).
+pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
+    let mut flags: Vec<String> = vec![
+        "--zk".into(),
+        zk.connect_string(),
+        "--lock-root".into(),
+        format!("{root}/locks"),
+        "--state-root".into(),
+        format!("{root}/state"),
+        "--store-timeout-ms".into(),
+        "1000".into(),
+        "--zk-session-timeout-ms".into(),
+        "4000".into(),
+    ];
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags
+}
+
 /// A fresh, unique lock root, so tests sharing one ZooKeeper never see each other's locks.
 pub fn unique_root() -> String {
     format!("/t-{}", uuid::Uuid::new_v4().simple())
@@ -249,15 +267,25 @@ pub struct Process {
 
 impl Process {
     pub async fn start(args: &[String]) -> Process {
+        Self::start_logging(args, None).await
+    }
+
+    /// Starts the binary; with `log`, its stderr (at level info) goes to that file.
+    pub async fn start_logging(args: &[String], log: Option<&std::path::Path>) -> Process {
         let port = zk::free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_lockwarden"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lockwarden"));
+        command
             .arg("serve")
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("starting lockwarden");
+            .stdin(Stdio::null());
+        match log {
+            Some(path) => command
+                .env("RUST_LOG", "info")
+                .stderr(std::fs::File::create(path).unwrap()),
+            None => command.env("RUST_LOG", "warn"),
+        };
+        let child = command.spawn().expect("starting lockwarden");
         let base = format!("http://127.0.0.1:{port}");
         let http = http_client();
         eventually(
