@@ -19,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the lock service.
     Serve(ServeArgs),
+    /// Benchmark a running lockwarden (and the raw ZooKeeper floor beside it).
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Clone, Debug, Args)]
@@ -123,8 +125,10 @@ impl ServeArgs {
     /// Defaults for everything, as `lockwarden serve` with no flags would run.
     pub fn defaults() -> Self {
         Cli::try_parse_from(["lockwarden", "serve"])
-            .map(|cli| match cli.command {
-                Command::Serve(args) => args,
+            .ok()
+            .and_then(|cli| match cli.command {
+                Command::Serve(args) => Some(args),
+                Command::Bench(_) => None,
             })
             .expect("the defaults parse")
     }

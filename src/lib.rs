@@ -6,6 +6,7 @@
 //! [`service`] (read, decide, write, retry), and [`api`] (HTTP).
 
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod engine;
 pub mod model;

@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => lockwarden::server::serve(args, shutdown_signal()).await,
+        Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

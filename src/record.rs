@@ -75,6 +75,9 @@ pub struct Requestor {
 pub struct LockRecord {
     pub holder: Option<Holder>,
     pub requestor: Option<Requestor>,
+    /// Callers may be waiting in the lock's queue. A caller that joins sets it if it is not
+    /// set, so the record's version changes and a release cannot skip reading the queue.
+    pub queued: bool,
 }
 
 impl LockRecord {
@@ -82,6 +85,7 @@ impl LockRecord {
         LockRecord {
             holder: Some(holder),
             requestor: None,
+            queued: false,
         }
     }
 
@@ -150,6 +154,7 @@ impl LockRecord {
                 r.cleanup_deadline.map(|d| d.0.to_string()),
             );
         }
+        put(&mut f, "LW_QUEUED", self.queued.then(|| "true".to_string()));
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_ID", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
@@ -227,7 +232,12 @@ impl LockRecord {
                 cleanup_deadline: long("LW_CLEANUP_DEADLINE").map(UnixMillis),
             }),
         };
-        Ok(LockRecord { holder, requestor })
+        let queued = text("LW_QUEUED") == Some("true");
+        Ok(LockRecord {
+            holder,
+            requestor,
+            queued,
+        })
     }
 }
 
@@ -277,6 +287,7 @@ mod tests {
                 forceful: true,
                 cleanup_deadline: Some(UnixMillis(1_800_000_000_100)),
             }),
+            queued: true,
         };
         assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);
         let free = LockRecord::default();

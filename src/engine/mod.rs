@@ -183,6 +183,7 @@ pub fn decide_acquire(
             record: LockRecord {
                 holder: Some(renewed),
                 requestor: current.requestor.clone(),
+                queued: current.queued,
             },
             lease_id,
         };
@@ -206,7 +207,10 @@ pub fn decide_acquire(
             }
         }
         _ => AcquireDecision::Grant {
-            record: LockRecord::held_by(new_holder(request, now, new_lease_id)),
+            record: LockRecord {
+                queued: !queue.is_empty(),
+                ..LockRecord::held_by(new_holder(request, now, new_lease_id))
+            },
             lease_id: new_lease_id,
         },
     }
@@ -236,9 +240,13 @@ pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
     }
 }
 
-/// The record that hands the lock to `ticket`'s waiter (any requestor slot is spent).
-pub fn handed_to(ticket: &Ticket, now: UnixMillis) -> LockRecord {
-    LockRecord::held_by(holder_from(ticket, now))
+/// The record that hands the lock to `ticket`'s waiter (any requestor slot is spent);
+/// `others_wait` says whether anyone else is still queued.
+pub fn handed_to(ticket: &Ticket, now: UnixMillis, others_wait: bool) -> LockRecord {
+    LockRecord {
+        queued: others_wait,
+        ..LockRecord::held_by(holder_from(ticket, now))
+    }
 }
 
 /// True only while `token` is the token of the live holder.

@@ -44,6 +44,7 @@ pub fn decide_renew(
     RenewDecision::Write(Box::new(LockRecord {
         holder: Some(renewed),
         requestor: current.requestor.clone(),
+        queued: current.queued,
     }))
 }
 

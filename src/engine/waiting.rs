@@ -45,6 +45,10 @@ pub enum WaitDecision {
         record: Box<LockRecord>,
     },
     Fail(WaitFailure),
+    /// Write `record`, which says that callers are queued, then decide again.
+    Announce {
+        record: Box<LockRecord>,
+    },
     /// Nothing to do before `until` (if any) or a change to `watch`.
     Wait {
         until: Option<UnixMillis>,
@@ -94,7 +98,7 @@ pub fn decide_waiting(
         // Free, or the lease ran out: the head takes it (nothing was written at expiry).
         return if position == 0 {
             WaitDecision::Take {
-                record: Box::new(handed_to(me, now)),
+                record: Box::new(handed_to(me, now, queue.len() > 1)),
                 revoked: None,
             }
         } else if waited_out {
@@ -111,13 +115,14 @@ pub fn decide_waiting(
         if now >= limit {
             return if me.forceful {
                 WaitDecision::Take {
-                    record: Box::new(handed_to(me, now)),
+                    record: Box::new(handed_to(me, now, queue.len() > 1)),
                     revoked: Some(Box::new(holder.clone())),
                 }
             } else {
                 let kept = LockRecord {
                     holder: current.holder.clone(),
                     requestor: None,
+                    queued: true,
                 };
                 WaitDecision::GiveUpCleanup {
                     record: Box::new(kept),
@@ -135,7 +140,7 @@ pub fn decide_waiting(
     if may_preempt(me.priority, holder, live_requestor(current, queue)) {
         if holder.cleanup_ms == 0 {
             return WaitDecision::Take {
-                record: Box::new(handed_to(me, now)),
+                record: Box::new(handed_to(me, now, queue.len() > 1)),
                 revoked: Some(Box::new(holder.clone())),
             };
         }
@@ -167,6 +172,7 @@ pub fn decide_waiting(
         let record = LockRecord {
             holder: current.holder.clone(),
             requestor: Some(requestor),
+            queued: true,
         };
         return WaitDecision::Register {
             record: Box::new(record),
@@ -180,6 +186,16 @@ pub fn decide_waiting(
         // A preemptor without waiting_ms only waits on the holder's cleanup; it can no longer
         // preempt, because a higher requestor came first.
         return WaitDecision::Fail(WaitFailure::Superseded);
+    }
+    if !current.queued {
+        // Make the record's version change, so the holder's release reads the queue.
+        let announced = LockRecord {
+            queued: true,
+            ..current.clone()
+        };
+        return WaitDecision::Announce {
+            record: Box::new(announced),
+        };
     }
     if position == 0 {
         WaitDecision::Wait {

@@ -274,7 +274,8 @@ fn an_expired_holder_passes_to_the_head_without_notice() {
 
 #[test]
 fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
-    let record = held(1000);
+    let unflagged = held(1000);
+    let record = LockRecord { queued: true, ..unflagged.clone() };
     let (a, b) = (waiter("a", 1, 1), waiter("b", 1, 2));
     let queue = [a.clone(), b.clone()];
     let ta = ticket("a", 1, Some(10_000), false);
@@ -315,7 +316,7 @@ fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
 fn a_handed_over_waiter_sees_its_grant() {
     let w = waiter("p", 1, 1);
     let me = ticket("p", 1, Some(1000), false);
-    let record = handed_to(&me, NOW);
+    let record = handed_to(&me, NOW, false);
     assert_eq!(
         decide_waiting(&record, &[], &me, &w.id, false, NOW),
         WaitDecision::Granted
@@ -405,4 +406,16 @@ fn a_waiter_that_outranks_a_later_holder_starts_its_request_then() {
     let slot = record.requestor.unwrap();
     assert_eq!(slot.requested_at, at);
     assert_eq!(slot.cleanup_deadline, Some(at.plus(1000)));
+}
+
+#[test]
+fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
+    let w = waiter("a", 1, 1);
+    let me = ticket("a", 1, Some(10_000), false);
+    let current = held(1000);
+    let WaitDecision::Announce { record } = decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, NOW) else {
+        panic!()
+    };
+    assert!(record.queued);
+    assert_eq!(record.holder, current.holder);
 }

@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::engine::{
-    self, AcquireDecision, AcquireRefusal, AcquireRequest, ReleaseDecision, RenewDecision,
-};
+use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
 use crate::model::{FencingToken, LeaseId, LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{ListQuery, LockStore, StoreError, Stored, WriteOutcome};
 use crate::waiter::Waiter;
 
+mod cache;
 pub mod events;
+mod release;
 mod replies;
 mod waiting;
 
@@ -84,11 +84,14 @@ pub struct LockService {
     replies: replies::ReplyCache,
     events: Arc<dyn EventSink>,
     pub metrics: Arc<Metrics>,
+    cache: cache::RecordCache,
+    local: cache::LocalWaiters,
 }
 
 /// The result of trying one write.
 enum Put {
-    Landed(Box<LockRecord>),
+    /// The record as written, and its new version.
+    Landed(Box<LockRecord>, i32),
     Raced,
     NestedLocks,
 }
@@ -98,6 +101,8 @@ struct Read {
     stored: Option<Stored>,
     record: LockRecord,
     queue: Vec<Waiter>,
+    /// Taken from this instance's cache, not read: trust it only for a conditional write.
+    cached: bool,
 }
 
 fn snapshot(
@@ -164,6 +169,8 @@ impl LockService {
             replies: replies::ReplyCache::default(),
             events,
             metrics,
+            cache: cache::RecordCache::default(),
+            local: cache::LocalWaiters::default(),
         }
     }
 
@@ -196,6 +203,36 @@ impl LockService {
             stored,
             record,
             queue,
+            cached: false,
+        })
+    }
+
+    /// The record this instance wrote last, if it has it (the queue is read only when the
+    /// record says callers may wait), else a fresh read.
+    async fn read_cached(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        now: UnixMillis,
+        use_cache: bool,
+    ) -> Result<Read, ServiceError> {
+        let Some((record, version)) = self.cache.get(name).filter(|_| use_cache) else {
+            return self.read(name, deadline, now, true).await;
+        };
+        let queue = if record.queued || record.requestor.is_some() {
+            self.store.queue(name, deadline).await?
+        } else {
+            Vec::new()
+        };
+        let stored = Some(Stored {
+            record: record.clone(),
+            version,
+        });
+        Ok(Read {
+            stored,
+            record,
+            queue,
+            cached: true,
         })
     }
 
@@ -229,13 +266,25 @@ impl LockService {
         let deadline = self.deadline();
         let new_lease = LeaseId::random();
         let overriding = request.priority == Priority::OVERRIDE;
+        // Most acquires find no record: try to create it at once, and read only if that fails.
+        let mut optimistic = request.lease_id.is_none();
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
             let Read {
                 stored,
                 record,
                 queue,
-            } = self.read(name, deadline, now, false).await?;
+                ..
+            } = if std::mem::take(&mut optimistic) {
+                Read {
+                    stored: None,
+                    record: LockRecord::default(),
+                    queue: Vec::new(),
+                    cached: false,
+                }
+            } else {
+                self.read(name, deadline, now, false).await?
+            };
             let (next, lease_id, fresh) =
                 match engine::decide_acquire(&record, &queue, request, now, new_lease) {
                     AcquireDecision::AlreadyGranted { lease_id } => {
@@ -260,7 +309,7 @@ impl LockService {
                     AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
                 };
             match self.put(name, stored.as_ref(), next, deadline).await? {
-                Put::Landed(written) => {
+                Put::Landed(written, version) => {
                     if overriding {
                         let previous = record.holder.as_ref().map(|h| h.owner.as_str());
                         audit_override(
@@ -272,6 +321,7 @@ impl LockService {
                         );
                     }
                     Metrics::bump(&self.metrics.grants);
+                    self.cache.remember(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);
                     return Ok(Granted {
                         lease_id,
@@ -309,18 +359,22 @@ impl LockService {
             }
         };
         match written {
-            Ok(WriteOutcome::Written { zxid }) => {
+            Ok(WriteOutcome::Written { zxid, version }) => {
                 let mut landed = next;
                 landed.resolve_token(zxid);
-                Ok(Put::Landed(Box::new(landed)))
+                Ok(Put::Landed(Box::new(landed), version))
             }
-            Ok(WriteOutcome::Conflict) => Ok(Put::Raced),
+            Ok(WriteOutcome::Conflict) => {
+                self.cache.forget(name);
+                Ok(Put::Raced)
+            }
             Ok(WriteOutcome::NestedLocks) => Ok(Put::NestedLocks),
             Err(StoreError::OutcomeUnknown(why)) => {
                 warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
+                self.cache.forget(name);
                 match self.store.read(name, deadline).await? {
                     Some(stored) if same_write(&stored.record, &next) => {
-                        Ok(Put::Landed(Box::new(stored.record)))
+                        Ok(Put::Landed(Box::new(stored.record), stored.version.number))
                     }
                     _ => Ok(Put::Raced),
                 }
@@ -329,134 +383,13 @@ impl LockService {
         }
     }
 
-    pub async fn renew(
-        &self,
-        name: &LockName,
-        lease_id: &LeaseId,
-        lease_ms: Option<u64>,
-    ) -> Result<LockSnapshot, ServiceError> {
-        let deadline = self.deadline();
-        for _ in 0..MAX_ROUNDS {
-            let now = UnixMillis::now();
-            let Read {
-                stored,
-                record,
-                queue,
-            } = self.read(name, deadline, now, false).await?;
-            let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
-                RenewDecision::NotOwner => {
-                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
-                }
-                RenewDecision::Write(next) => *next,
-            };
-            match self.put(name, stored.as_ref(), next, deadline).await? {
-                Put::Landed(written) => return Ok(snapshot(name, &written, &queue, now)),
-                Put::Raced | Put::NestedLocks => continue,
-            }
-        }
-        Err(ServiceError::StoreUnavailable(
-            "the lock changed too often to decide".into(),
-        ))
-    }
-
-    pub async fn release(
-        &self,
-        name: &LockName,
-        lease_id: &LeaseId,
-    ) -> Result<LockSnapshot, ServiceError> {
-        self.let_go(name, Instant::now(), |record, queue, now| {
-            engine::decide_release(record, queue, lease_id, now)
-        })
-        .await
-        .map(|(after, _)| after)
-    }
-
-    /// An admin's force release; the holder is told `lock.revoked`.
-    pub async fn force_release(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
-        let received = Instant::now();
-        let (after, removed) = self
-            .let_go(name, received, |record, queue, _| {
-                engine::decide_force_release(record, queue)
-            })
-            .await?;
-        if let Some(removed) = removed {
-            self.emit(EventKind::Revoked, name, &removed, received);
-        }
-        Ok(after)
-    }
-
-    /// Ends the current lease as `decide` says: deletes the record, or hands the lock to the
-    /// next waiter in the same write. Returns the new state and the record it replaced.
-    async fn let_go(
-        &self,
-        name: &LockName,
-        _received: Instant,
-        decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
-    ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
-        let deadline = self.deadline();
-        for _ in 0..MAX_ROUNDS {
-            let now = UnixMillis::now();
-            let Read {
-                stored,
-                record,
-                queue,
-            } = self.read(name, deadline, now, true).await?;
-            let (decision, stored) = match (decide(&record, &queue, now), stored) {
-                (ReleaseDecision::NotOwner, _) => {
-                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
-                }
-                (ReleaseDecision::AlreadyFree, _) | (_, None) => {
-                    return Ok((snapshot(name, &record, &queue, now), None))
-                }
-                (decision, Some(stored)) => (decision, stored),
-            };
-            let outcome = match &decision {
-                ReleaseDecision::HandOff { to } => {
-                    let Some(ticket) = self.store.ticket(name, to, deadline).await? else {
-                        continue;
-                    };
-                    let next = engine::handed_to(&ticket, now);
-                    match self
-                        .store
-                        .hand_off(name, &next, Some(stored.version), to, deadline)
-                        .await
-                    {
-                        Ok(WriteOutcome::Written { zxid }) => {
-                            Metrics::bump(&self.metrics.handoffs);
-                            let mut landed = next;
-                            landed.resolve_token(zxid);
-                            let rest: Vec<Waiter> =
-                                queue.iter().filter(|w| w.id != to.id).cloned().collect();
-                            return Ok((snapshot(name, &landed, &rest, now), Some(record)));
-                        }
-                        other => other,
-                    }
-                }
-                _ => self.store.delete(name, stored.version, deadline).await,
-            };
-            match outcome {
-                Ok(WriteOutcome::Written { .. }) => {
-                    return Ok((
-                        snapshot(name, &LockRecord::default(), &[], now),
-                        Some(record),
-                    ))
-                }
-                // Deciding again on a fresh read settles both a lost race and a lost answer.
-                Ok(_) | Err(StoreError::OutcomeUnknown(_)) => continue,
-                Err(error) => return Err(error.into()),
-            }
-        }
-        Err(ServiceError::StoreUnavailable(
-            "the lock changed too often to decide".into(),
-        ))
-    }
-
     pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
         let now = UnixMillis::now();
         let Read {
             record,
             queue,
             stored,
+            ..
         } = self.read(name, self.deadline(), now, false).await?;
         // A held lock's waiters are shown too; reading them costs one more read.
         let queue = if stored.is_some() && queue.is_empty() {

@@ -142,15 +142,37 @@ impl LockService {
                 return Err(error.into());
             }
         };
+        let mut handed = self.local.register(&me.id, &ticket);
+        let outcome = self
+            .wait_turn(name, &me, &ticket, received, &mut cancelled, &mut handed)
+            .await;
+        self.local.unregister(&me.id);
+        outcome
+    }
+
+    async fn wait_turn(
+        &self,
+        name: &LockName,
+        me: &Waiter,
+        ticket: &Ticket,
+        received: Instant,
+        cancelled: &mut Cancelled,
+        handed: &mut tokio::sync::watch::Receiver<Option<LockRecord>>,
+    ) -> AcquireOutcome {
         let mut state = WaitState::default();
         loop {
             let step = tokio::select! {
                 biased;
-                _ = &mut cancelled => {
-                    self.withdraw(name, &me, &ticket, received).await;
+                _ = &mut *cancelled => {
+                    self.withdraw(name, me, ticket, received).await;
                     return Err(ServiceError::StoreUnavailable("the caller left".into()));
                 }
-                step = self.wait_step(name, &me, &ticket, &mut state, received) => step,
+                // A release on this instance handed the lock over and says so directly.
+                Ok(()) = handed.changed() => match handed.borrow_and_update().clone() {
+                    Some(record) => return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now())),
+                    None => Step::Again,
+                },
+                step = self.wait_step(name, me, ticket, &mut state, received) => step,
             };
             if let Step::Done(outcome) = step {
                 return *outcome;
@@ -197,6 +219,7 @@ impl LockService {
             stored,
             record,
             queue,
+            ..
         } = self.read(name, deadline, now, true).await?;
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
             // A node of this call whose create answer was lost, then retried.
@@ -224,10 +247,11 @@ impl LockService {
                 .hand_off(name, &next, version, me, deadline)
                 .await
             {
-                Ok(WriteOutcome::Written { zxid }) => {
+                Ok(WriteOutcome::Written { zxid, version }) => {
                     Metrics::bump(&self.metrics.handoffs);
                     let mut landed = *next;
                     landed.resolve_token(zxid);
+                    self.cache.remember(name, &landed, version);
                     if let Some(old) = revoked {
                         if overriding {
                             audit_override(
@@ -264,7 +288,7 @@ impl LockService {
                 record: next,
                 first,
             } => {
-                if let Put::Landed(written) =
+                if let Put::Landed(written, _) =
                     self.put(name, stored.as_ref(), *next, deadline).await?
                 {
                     state.was_requestor = true;
@@ -285,7 +309,7 @@ impl LockService {
                 Ok(Step::Again)
             }
             WaitDecision::GiveUpCleanup { record: next } => {
-                if let Put::Landed(_) = self.put(name, stored.as_ref(), *next, deadline).await? {
+                if let Put::Landed(..) = self.put(name, stored.as_ref(), *next, deadline).await? {
                     self.emit(EventKind::CleanupCancelled, name, &record, received);
                     return self
                         .leave_or_take(name, me, ticket, Refusal::CleanupTimeout)
@@ -299,6 +323,10 @@ impl LockService {
                     WaitFailure::Superseded => Refusal::Superseded,
                 };
                 self.leave_or_take(name, me, ticket, refusal).await
+            }
+            WaitDecision::Announce { record: next } => {
+                self.put(name, stored.as_ref(), *next, deadline).await?;
+                Ok(Step::Again)
             }
             WaitDecision::Vanished => Err(ServiceError::StoreUnavailable(
                 "the queue entry vanished with its store session".into(),
@@ -382,6 +410,7 @@ impl LockService {
             let cleared = LockRecord {
                 holder: record.holder.clone(),
                 requestor: None,
+                queued: record.queued,
             };
             match self
                 .store

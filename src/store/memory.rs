@@ -97,7 +97,10 @@ impl Inner {
             },
         );
         self.changed(name);
-        WriteOutcome::Written { zxid }
+        WriteOutcome::Written {
+            zxid,
+            version: next_version,
+        }
     }
 
     fn queue_has(&self, name: &LockName, waiter: &Waiter) -> bool {
@@ -181,7 +184,7 @@ impl LockStore for MemoryStore {
         inner.locks.remove(name);
         inner.changed(name);
         let zxid = inner.next_zxid();
-        Ok(WriteOutcome::Written { zxid })
+        Ok(WriteOutcome::Written { zxid, version: -1 })
     }
 
     async fn list(&self, query: &ListQuery, _: Instant) -> Result<ListPage, StoreError> {

@@ -47,8 +47,9 @@ impl Version {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The write landed; `zxid` identifies it (the fencing token of a grant).
-    Written { zxid: i64 },
+    /// The write landed; `zxid` identifies it (the fencing token of a grant), and `version`
+    /// is the record's new version (-1 once deleted).
+    Written { zxid: i64, version: i32 },
     /// The record changed since it was read (or appeared, or vanished): read again.
     Conflict,
     /// The name is the parent of existing nested locks, and cannot hold a record itself.

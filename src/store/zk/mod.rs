@@ -185,7 +185,10 @@ impl ZkStore {
             // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
             // (ZOOKEEPER-4026), so the grant's zxid is read back.
             Ok(Ok(_)) => match Self::within(deadline, client.check_stat(&path)).await {
-                Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written {
+                    zxid: stat.mzxid,
+                    version: stat.version,
+                }),
                 _ => Err(StoreError::OutcomeUnknown(
                     "could not read back a replaced node".into(),
                 )),
@@ -193,8 +196,10 @@ impl ZkStore {
         }
     }
 
-    /// After a nested lock is deleted, removes empty childless ancestors: a persistent one is
-    /// left by releasing a lock that had nested locks, and a container would go anyway.
+    /// After a nested lock is deleted, removes childless ancestors that hold a free record
+    /// (left by releasing a lock that had nested locks). Intermediate containers (empty data)
+    /// are left to the server, which reaps them; deleting them here would only make the next
+    /// acquire create them again.
     async fn prune_ancestors(&self, name: &LockName, client: &zk::Client, deadline: Instant) {
         let mut path = self.path(name);
         while let Some(cut) = path.rfind('/') {
@@ -205,7 +210,8 @@ impl ZkStore {
             let Ok(Ok((data, stat))) = Self::within(deadline, client.get_data(&path)).await else {
                 return;
             };
-            if !data.is_empty() || stat.num_children > 0 {
+            let released = !data.is_empty() && LockRecord::decode(&data).is_ok_and(|r| r.is_free());
+            if !released || stat.num_children > 0 {
                 return;
             }
             if !matches!(
@@ -266,7 +272,12 @@ impl LockStore for ZkStore {
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
             match Self::within(deadline, client.create(&path, &data, &options)).await {
-                Ok(Ok((stat, _))) => return Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                Ok(Ok((stat, _))) => {
+                    return Ok(WriteOutcome::Written {
+                        zxid: stat.mzxid,
+                        version: 0,
+                    })
+                }
                 Ok(Err(zk::Error::NodeExists)) => return Ok(WriteOutcome::Conflict),
                 Ok(Err(zk::Error::NoNode)) => self.create_parents(name, deadline).await?,
                 Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
@@ -297,7 +308,10 @@ impl LockStore for ZkStore {
             .map_err(|e| self.write_failed(Err(e)))?;
         let call = client.set_data(&self.path(name), &record.encode(), Some(version.number));
         match Self::within(deadline, call).await {
-            Ok(Ok(stat)) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+            Ok(Ok(stat)) => Ok(WriteOutcome::Written {
+                zxid: stat.mzxid,
+                version: stat.version,
+            }),
             Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
             Err(e) => Err(self.write_failed(Err(e))),
@@ -320,15 +334,27 @@ impl LockStore for ZkStore {
                 if name.parts().nth(1).is_some() {
                     self.prune_ancestors(name, &client, deadline).await;
                 }
-                Ok(WriteOutcome::Written { zxid: 0 })
+                Ok(WriteOutcome::Written {
+                    zxid: 0,
+                    version: -1,
+                })
             }
             Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
             // Locks are nested under this one: keep the node, emptied, as their parent.
             Ok(Err(zk::Error::NotEmpty)) => {
-                match Self::within(deadline, client.set_data(&path, b"", Some(version.number)))
-                    .await
+                // A free record, not empty data: empty data marks the containers the server
+                // reaps, which pruning must leave alone.
+                let free = LockRecord::default().encode();
+                match Self::within(
+                    deadline,
+                    client.set_data(&path, &free, Some(version.number)),
+                )
+                .await
                 {
-                    Ok(Ok(stat)) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                    Ok(Ok(stat)) => Ok(WriteOutcome::Written {
+                        zxid: stat.mzxid,
+                        version: stat.version,
+                    }),
                     Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
                         Ok(WriteOutcome::Conflict)
                     }

@@ -187,12 +187,18 @@ impl ZkStore {
                 Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
                 Ok(Ok(results)) => {
                     if let Some(zk::MultiWriteResult::SetData { stat }) = results.first() {
-                        return Ok(WriteOutcome::Written { zxid: stat.mzxid });
+                        return Ok(WriteOutcome::Written {
+                            zxid: stat.mzxid,
+                            version: stat.version,
+                        });
                     }
                     // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
                     // (ZOOKEEPER-4026), so the grant's zxid is read back.
                     return match Self::within(deadline, client.check_stat(&path)).await {
-                        Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written { zxid: stat.mzxid }),
+                        Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written {
+                            zxid: stat.mzxid,
+                            version: stat.version,
+                        }),
                         _ => Err(StoreError::OutcomeUnknown(
                             "could not read back a handed-over record".into(),
                         )),

@@ -1,0 +1,95 @@
+//! What one instance remembers to skip reads on its hot path, never to decide alone:
+//!
+//! - the records it wrote last, with their versions: a release or renew can write
+//!   conditionally on that version straight away. A stale entry costs one failed write and a
+//!   read, nothing more, because every write names the version it expects.
+//! - the callers waiting on this instance: a release here hands the lock over with the ticket
+//!   it already knows, and tells the waiter in-process instead of through a watch and reads.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use crate::model::LockName;
+use crate::record::LockRecord;
+use crate::store::Version;
+use crate::waiter::Ticket;
+
+/// Past this many entries, the cache starts again from empty.
+const MAX_ENTRIES: usize = 200_000;
+
+#[derive(Default)]
+pub struct RecordCache {
+    entries: Mutex<HashMap<LockName, (LockRecord, Version)>>,
+}
+
+impl RecordCache {
+    pub fn remember(&self, name: &LockName, record: &LockRecord, version: i32) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(name.clone(), (record.clone(), Version::plain(version)));
+    }
+
+    pub fn get(&self, name: &LockName) -> Option<(LockRecord, Version)> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn forget(&self, name: &LockName) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+}
+
+/// Callers waiting on this instance, by waiter id.
+#[derive(Default)]
+pub struct LocalWaiters {
+    waiters: Mutex<HashMap<String, (Ticket, watch::Sender<Option<LockRecord>>)>>,
+}
+
+impl LocalWaiters {
+    /// Registers a waiter; the receiver sees the record that hands it the lock.
+    pub fn register(&self, id: &str, ticket: &Ticket) -> watch::Receiver<Option<LockRecord>> {
+        let (sender, receiver) = watch::channel(None);
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned(), (ticket.clone(), sender));
+        receiver
+    }
+
+    pub fn unregister(&self, id: &str) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    pub fn ticket(&self, id: &str) -> Option<Ticket> {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|(t, _)| t.clone())
+    }
+
+    /// Tells a local waiter that `record` (already written) hands it the lock.
+    pub fn handed(&self, id: &str, record: &LockRecord) {
+        if let Some((_, sender)) = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+        {
+            sender.send_replace(Some(record.clone()));
+        }
+    }
+}

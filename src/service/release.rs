@@ -1,0 +1,161 @@
+//! Renew, release and force release. Each first tries the record this instance wrote last
+//! (a conditional write on its version, with no read), and falls back to reading when the
+//! record changed. A release with callers waiting hands the lock to the next one in the same
+//! write; a waiter on this instance is told in-process.
+
+use std::time::Instant;
+
+use super::events::{EventKind, Metrics};
+use super::{
+    refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
+};
+use crate::engine::{self, ReleaseDecision, RenewDecision};
+use crate::model::{LeaseId, LockName, UnixMillis};
+use crate::record::LockRecord;
+use crate::store::{StoreError, WriteOutcome};
+use crate::waiter::Waiter;
+
+fn too_busy() -> ServiceError {
+    ServiceError::StoreUnavailable("the lock changed too often to decide".into())
+}
+
+impl LockService {
+    pub async fn renew(
+        &self,
+        name: &LockName,
+        lease_id: &LeaseId,
+        lease_ms: Option<u64>,
+    ) -> Result<LockSnapshot, ServiceError> {
+        let deadline = self.deadline();
+        let mut use_cache = true;
+        for _ in 0..MAX_ROUNDS {
+            let now = UnixMillis::now();
+            let Read {
+                stored,
+                record,
+                queue,
+                cached,
+            } = self
+                .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
+                .await?;
+            let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
+                RenewDecision::NotOwner if cached => continue,
+                RenewDecision::NotOwner => {
+                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
+                }
+                RenewDecision::Write(next) => *next,
+            };
+            match self.put(name, stored.as_ref(), next, deadline).await? {
+                Put::Landed(written, version) => {
+                    self.cache.remember(name, &written, version);
+                    return Ok(snapshot(name, &written, &queue, now));
+                }
+                Put::Raced | Put::NestedLocks => continue,
+            }
+        }
+        Err(too_busy())
+    }
+
+    pub async fn release(
+        &self,
+        name: &LockName,
+        lease_id: &LeaseId,
+    ) -> Result<LockSnapshot, ServiceError> {
+        let decide = |record: &LockRecord, queue: &[Waiter], now| {
+            engine::decide_release(record, queue, lease_id, now)
+        };
+        self.let_go(name, decide).await.map(|(after, _)| after)
+    }
+
+    /// An admin's force release; the holder is told `lock.revoked`.
+    pub async fn force_release(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
+        let received = Instant::now();
+        let decide =
+            |record: &LockRecord, queue: &[Waiter], _| engine::decide_force_release(record, queue);
+        let (after, removed) = self.let_go(name, decide).await?;
+        if let Some(removed) = removed {
+            self.emit(EventKind::Revoked, name, &removed, received);
+        }
+        Ok(after)
+    }
+
+    /// Ends the current lease as `decide` says: deletes the record, or hands the lock to the
+    /// next waiter in the same write. Returns the new state and the record it replaced.
+    async fn let_go(
+        &self,
+        name: &LockName,
+        decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
+    ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
+        let deadline = self.deadline();
+        let mut use_cache = true;
+        for _ in 0..MAX_ROUNDS {
+            let now = UnixMillis::now();
+            let Read {
+                stored,
+                record,
+                queue,
+                cached,
+            } = self
+                .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
+                .await?;
+            let decision = decide(&record, &queue, now);
+            let stored = match (&decision, stored) {
+                // A cached record is only good for a conditional write: check anything else.
+                (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if cached => continue,
+                (ReleaseDecision::NotOwner, _) => {
+                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
+                }
+                (ReleaseDecision::AlreadyFree, _) | (_, None) => {
+                    return Ok((snapshot(name, &record, &queue, now), None))
+                }
+                (_, Some(stored)) => stored,
+            };
+            let outcome = match &decision {
+                ReleaseDecision::HandOff { to } => {
+                    let ticket = match self.local.ticket(&to.id) {
+                        Some(ticket) => ticket,
+                        None => match self.store.ticket(name, to, deadline).await? {
+                            Some(ticket) => ticket,
+                            None => continue,
+                        },
+                    };
+                    let next = engine::handed_to(&ticket, now, queue.len() > 1);
+                    match self
+                        .store
+                        .hand_off(name, &next, Some(stored.version), to, deadline)
+                        .await
+                    {
+                        Ok(WriteOutcome::Written { zxid, version }) => {
+                            Metrics::bump(&self.metrics.handoffs);
+                            let mut landed = next;
+                            landed.resolve_token(zxid);
+                            self.local.handed(&to.id, &landed);
+                            self.cache.remember(name, &landed, version);
+                            let rest: Vec<Waiter> =
+                                queue.iter().filter(|w| w.id != to.id).cloned().collect();
+                            return Ok((snapshot(name, &landed, &rest, now), Some(record)));
+                        }
+                        other => other,
+                    }
+                }
+                _ => self.store.delete(name, stored.version, deadline).await,
+            };
+            match outcome {
+                Ok(WriteOutcome::Written { .. }) => {
+                    self.cache.forget(name);
+                    return Ok((
+                        snapshot(name, &LockRecord::default(), &[], now),
+                        Some(record),
+                    ));
+                }
+                // Deciding again on a fresh read settles both a lost race and a lost answer.
+                Ok(_) | Err(StoreError::OutcomeUnknown(_)) => {
+                    self.cache.forget(name);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(too_busy())
+    }
+}
