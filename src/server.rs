@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
 use tracing::info;
@@ -66,6 +67,10 @@ pub async fn serve_on(
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
     info!(%addr, %store, "lockwarden listening");
+    // Small request/response exchanges: do not let Nagle's algorithm hold them back.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -42,7 +42,7 @@ impl Bench {
     }
 
     fn lock_url(&self, name: &str, action: &str) -> String {
-        format!("{}/v1/locks/{}%2F{name}/{action}", self.args.url, self.run)
+        format!("{}/v1/locks/{}-{name}/{action}", self.args.url, self.run)
     }
 
     async fn post(&self, url: &str, body: &str) -> Result<(u16, Value), String> {
@@ -200,7 +200,7 @@ impl Bench {
         self: &Arc<Self>,
         clients: usize,
         shared: bool,
-    ) -> Result<(Vec<Vec<Duration>>, Duration), String> {
+    ) -> Result<(Vec<Vec<Duration>>, Duration, usize), String> {
         let warm_end =
             Instant::now() + Duration::from_secs_f64((self.args.seconds / 5.0).clamp(0.1, 2.0));
         let tasks: Vec<_> = (0..clients)
@@ -214,32 +214,36 @@ impl Bench {
                     };
                     let wait = shared.then_some(120_000);
                     let owner = format!("client-{c}");
+                    let mut warm = 0;
                     while Instant::now() < warm_end {
                         bench.cycle(&name, &owner, wait).await?;
+                        warm += 1;
                     }
                     let end = warm_end + window(&bench.args);
                     let mut samples = Vec::new();
                     while Instant::now() < end {
                         samples.push(bench.cycle(&name, &owner, wait).await?);
                     }
-                    Ok::<Vec<Duration>, String>(samples)
+                    Ok::<(Vec<Duration>, usize), String>((samples, warm))
                 })
             })
             .collect();
-        let mut all = Vec::new();
+        let (mut all, mut warm) = (Vec::new(), 0);
         for task in tasks {
-            all.push(task.await.map_err(|e| e.to_string())??);
+            let (samples, warmed) = task.await.map_err(|e| e.to_string())??;
+            all.push(samples);
+            warm += warmed;
         }
-        Ok((all, window(&self.args)))
+        Ok((all, window(&self.args), warm))
     }
 
     pub async fn parallel(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
         let before = server_counts(&self.args.zk);
-        let (per_client, span) = self.loops(clients, false).await?;
+        let (per_client, span, warm) = self.loops(clients, false).await?;
         let after = server_counts(&self.args.zk);
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
         let total = samples.len();
-        let (w, r) = per_op(before, after, total);
+        let (w, r) = per_op(before, after, total + warm);
         Ok(Row {
             scenario: "parallel: own lock each, acquire+release".into(),
             clients,
@@ -255,12 +259,12 @@ impl Bench {
 
     pub async fn contended(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
         let before = server_counts(&self.args.zk);
-        let (per_client, span) = self.loops(clients, true).await?;
+        let (per_client, span, warm) = self.loops(clients, true).await?;
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
         let total = samples.len();
-        let (w, r) = per_op(before, after, total);
+        let (w, r) = per_op(before, after, total + warm);
         Ok(Row {
             scenario: "contended: one lock, waiting acquire+release".into(),
             clients,

@@ -275,7 +275,10 @@ fn an_expired_holder_passes_to_the_head_without_notice() {
 #[test]
 fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
     let unflagged = held(1000);
-    let record = LockRecord { queued: true, ..unflagged.clone() };
+    let record = LockRecord {
+        queued: true,
+        ..unflagged.clone()
+    };
     let (a, b) = (waiter("a", 1, 1), waiter("b", 1, 2));
     let queue = [a.clone(), b.clone()];
     let ta = ticket("a", 1, Some(10_000), false);
@@ -413,7 +416,9 @@ fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
     let w = waiter("a", 1, 1);
     let me = ticket("a", 1, Some(10_000), false);
     let current = held(1000);
-    let WaitDecision::Announce { record } = decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, NOW) else {
+    let WaitDecision::Announce { record } =
+        decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, NOW)
+    else {
         panic!()
     };
     assert!(record.queued);

@@ -41,6 +41,12 @@ impl RecordCache {
             .cloned()
     }
 
+    /// True when this instance last saw `name` held by a live lease.
+    pub fn seen_held(&self, name: &LockName, now: crate::model::UnixMillis) -> bool {
+        self.get(name)
+            .is_some_and(|(record, _)| record.holder.is_some_and(|h| !h.expires.has_passed(now)))
+    }
+
     pub fn forget(&self, name: &LockName) {
         self.entries
             .lock()
@@ -49,10 +55,13 @@ impl RecordCache {
     }
 }
 
+/// Where a release on this instance sends the record that hands a local waiter the lock.
+type HandedSender = watch::Sender<Option<LockRecord>>;
+
 /// Callers waiting on this instance, by waiter id.
 #[derive(Default)]
 pub struct LocalWaiters {
-    waiters: Mutex<HashMap<String, (Ticket, watch::Sender<Option<LockRecord>>)>>,
+    waiters: Mutex<HashMap<String, (Ticket, HandedSender)>>,
 }
 
 impl LocalWaiters {

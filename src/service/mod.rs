@@ -267,7 +267,8 @@ impl LockService {
         let new_lease = LeaseId::random();
         let overriding = request.priority == Priority::OVERRIDE;
         // Most acquires find no record: try to create it at once, and read only if that fails.
-        let mut optimistic = request.lease_id.is_none();
+        let mut optimistic =
+            request.lease_id.is_none() && !self.cache.seen_held(name, UnixMillis::now());
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
             let Read {
