@@ -71,6 +71,11 @@ pub struct ServeArgs {
     /// How long one request may spend on the store before it answers 503.
     #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
     pub store_timeout_ms: u64,
+    /// How long a released lock's record stays before it is deleted. Must exceed
+    /// --store-timeout-ms: ZooKeeper restarts a node's version when the node is created again,
+    /// and the delay keeps any decision in flight from meeting a new node at an old version.
+    #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 10_000)]
+    pub gc_delay_ms: u64,
     /// The ZooKeeper session timeout.
     #[arg(
         long,
@@ -110,6 +115,9 @@ impl ServeArgs {
         }
         if self.store_timeout_ms == 0 {
             return Err("--store-timeout-ms must be at least 1".into());
+        }
+        if self.gc_delay_ms <= self.store_timeout_ms {
+            return Err("--gc-delay-ms must be longer than --store-timeout-ms".into());
         }
         if self
             .api_tokens

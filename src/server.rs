@@ -40,6 +40,7 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
     let service = Arc::new(LockService::new(
         store,
         Duration::from_millis(args.store_timeout_ms),
+        Duration::from_millis(args.gc_delay_ms),
         events,
         metrics,
     ));

@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+mod memory;
 mod scenarios;
 mod stats;
 
@@ -33,7 +34,7 @@ pub struct BenchArgs {
     /// Client counts for the parallel and contended scenarios.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub clients: Vec<usize>,
-    /// Which scenarios to run.
+    /// Which scenarios to run (`memory` is also available; it is slow and not in the default).
     #[arg(
         long,
         value_delimiter = ',',
@@ -46,6 +47,15 @@ pub struct BenchArgs {
     /// A bearer token, if the service needs one.
     #[arg(long)]
     pub token: Option<String>,
+    /// Held locks for the `memory` scenario.
+    #[arg(long, default_value_t = 100_000)]
+    pub memory_locks: usize,
+    /// Parked waiters for the `memory` scenario.
+    #[arg(long, default_value_t = 1_000)]
+    pub memory_waiters: usize,
+    /// The service's process id, to report its resident memory (`memory` scenario).
+    #[arg(long)]
+    pub service_pid: Option<u32>,
 }
 
 /// One line of results.
@@ -73,11 +83,21 @@ impl BenchArgs {
             warmup: 5,
             seconds: 0.5,
             clients: vec![1, 4],
-            scenarios: ["floor", "uncontended", "parallel", "contended", "preempt"]
-                .map(String::from)
-                .to_vec(),
+            scenarios: [
+                "floor",
+                "uncontended",
+                "parallel",
+                "contended",
+                "preempt",
+                "memory",
+            ]
+            .map(String::from)
+            .to_vec(),
             json: None,
             token: None,
+            memory_locks: 200,
+            memory_waiters: 20,
+            service_pid: None,
         }
     }
 }
@@ -138,6 +158,13 @@ pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
     }
     if wants("preempt") {
         rows.push(bench.preempt().await?);
+    }
+    if wants("memory") {
+        rows.extend(
+            bench
+                .memory(args.memory_locks, args.memory_waiters, args.service_pid)
+                .await?,
+        );
     }
     println!("{}", render(&rows));
     let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;

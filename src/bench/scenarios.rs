@@ -12,7 +12,7 @@ use super::stats::{jain, per_op, percentile, server_counts};
 use super::{window, BenchArgs, Row};
 
 pub struct Bench {
-    args: BenchArgs,
+    pub(super) args: BenchArgs,
     http: reqwest::Client,
     zk: zk::Client,
     /// A prefix that keeps this run's locks apart from earlier runs'.
@@ -41,11 +41,24 @@ impl Bench {
         })
     }
 
+    pub(super) fn run(&self) -> &str {
+        &self.run
+    }
+
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The URL of an action on a lock whose (percent-encoded) name is given in full.
+    pub(super) fn raw_url(&self, name: &str, action: &str) -> String {
+        format!("{}/v1/locks/{name}/{action}", self.args.url)
+    }
+
     fn lock_url(&self, name: &str, action: &str) -> String {
         format!("{}/v1/locks/{}-{name}/{action}", self.args.url, self.run)
     }
 
-    async fn post(&self, url: &str, body: &str) -> Result<(u16, Value), String> {
+    pub(super) async fn post(&self, url: &str, body: &str) -> Result<(u16, Value), String> {
         let mut request = self
             .http
             .post(url)
@@ -79,7 +92,9 @@ impl Bench {
         let release = json!({"lease_id": granted["lease_id"]}).to_string();
         let (status, body) = self.post(&self.lock_url(name, "release"), &release).await?;
         if status != 200 {
-            return Err(format!("release {name} answered {status}: {body}"));
+            return Err(format!(
+                "release {name} answered {status}: {body}; the acquire had answered {granted}"
+            ));
         }
         Ok(waited)
     }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -19,32 +20,36 @@ use crate::waiter::Ticket;
 /// Past this many entries, the cache starts again from empty.
 const MAX_ENTRIES: usize = 200_000;
 
-#[derive(Default)]
 pub struct RecordCache {
-    entries: Mutex<HashMap<LockName, (LockRecord, Version)>>,
+    entries: Mutex<HashMap<LockName, (LockRecord, Version, Instant)>>,
+    /// Entries older than this are ignored: shorter than the garbage-collection delay, so a
+    /// cached version never outlives the record it describes (see `gc`).
+    max_age: Duration,
 }
 
 impl RecordCache {
+    pub fn new(max_age: Duration) -> Self {
+        RecordCache {
+            entries: Mutex::default(),
+            max_age,
+        }
+    }
+
     pub fn remember(&self, name: &LockName, record: &LockRecord, version: i32) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
-        entries.insert(name.clone(), (record.clone(), Version::plain(version)));
+        entries.insert(
+            name.clone(),
+            (record.clone(), Version::plain(version), Instant::now()),
+        );
     }
 
     pub fn get(&self, name: &LockName) -> Option<(LockRecord, Version)> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
-    }
-
-    /// True when this instance last saw `name` held by a live lease.
-    pub fn seen_held(&self, name: &LockName, now: crate::model::UnixMillis) -> bool {
-        self.get(name)
-            .is_some_and(|(record, _)| record.holder.is_some_and(|h| !h.expires.has_passed(now)))
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (record, version, at) = entries.get(name)?;
+        (at.elapsed() < self.max_age).then(|| (record.clone(), *version))
     }
 
     pub fn forget(&self, name: &LockName) {

@@ -18,6 +18,7 @@ use crate::waiter::Waiter;
 
 mod cache;
 pub mod events;
+mod gc;
 mod release;
 mod replies;
 mod waiting;
@@ -78,6 +79,15 @@ impl From<StoreError> for ServiceError {
 
 pub type AcquireOutcome = Result<Granted, ServiceError>;
 
+/// What an acquire can do at once. (Boxing the outcome would cost an allocation on the hot
+/// path to save stack space in a value that lives for one call.)
+#[allow(clippy::large_enum_variant)]
+enum Immediate {
+    Done(AcquireOutcome),
+    /// The caller must join the lock's queue (to wait, or to preempt).
+    MustWait,
+}
+
 pub struct LockService {
     store: Arc<dyn LockStore>,
     store_timeout: Duration,
@@ -86,6 +96,7 @@ pub struct LockService {
     pub metrics: Arc<Metrics>,
     cache: cache::RecordCache,
     local: cache::LocalWaiters,
+    collector: gc::Collector,
 }
 
 /// The result of trying one write.
@@ -157,19 +168,23 @@ fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
 }
 
 impl LockService {
+    /// `gc_delay` is how long a released record stays before it is deleted; it must be
+    /// longer than `store_timeout` (see `gc`). Must run inside a tokio runtime.
     pub fn new(
         store: Arc<dyn LockStore>,
         store_timeout: Duration,
+        gc_delay: Duration,
         events: Arc<dyn EventSink>,
         metrics: Arc<Metrics>,
     ) -> Self {
         LockService {
+            collector: gc::Collector::start(store.clone(), gc_delay, store_timeout),
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),
             events,
             metrics,
-            cache: cache::RecordCache::default(),
+            cache: cache::RecordCache::new(gc_delay / 2),
             local: cache::LocalWaiters::default(),
         }
     }
@@ -255,57 +270,87 @@ impl LockService {
         });
     }
 
-    /// Acquires without waiting, or hands over to the queue machinery (see `waiting`).
+    /// Acquires without waiting, or says that the call must wait in the queue.
     async fn acquire_now(
         &self,
         name: &LockName,
         request: &AcquireRequest,
-        received: Instant,
-        cancelled: waiting::Cancelled,
-    ) -> AcquireOutcome {
+        new_lease: LeaseId,
+    ) -> Immediate {
+        match self.try_acquire_now(name, request, new_lease).await {
+            Ok(immediate) => immediate,
+            Err(error) => Immediate::Done(Err(error)),
+        }
+    }
+
+    async fn try_acquire_now(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        new_lease: LeaseId,
+    ) -> Result<Immediate, ServiceError> {
         let deadline = self.deadline();
-        let new_lease = LeaseId::random();
         let overriding = request.priority == Priority::OVERRIDE;
-        // Most acquires find no record: try to create it at once, and read only if that fails.
-        let mut optimistic =
-            request.lease_id.is_none() && !self.cache.seen_held(name, UnixMillis::now());
+        // Most acquires find no record, or the free record this instance left: write at once,
+        // and read only if that fails. A decision not to write is only made on a fresh read.
+        let mut first = (request.lease_id.is_none()).then(|| self.cache.get(name));
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
             let Read {
                 stored,
                 record,
                 queue,
-                ..
-            } = if std::mem::take(&mut optimistic) {
-                Read {
+                cached,
+            } = match first.take() {
+                Some(None) => Read {
                     stored: None,
                     record: LockRecord::default(),
                     queue: Vec::new(),
-                    cached: false,
+                    cached: true,
+                },
+                Some(Some((record, version)))
+                    if record.holder.is_none() && record.requestor.is_none() && !record.queued =>
+                {
+                    let stored = Some(Stored {
+                        record: record.clone(),
+                        version,
+                    });
+                    Read {
+                        stored,
+                        record,
+                        queue: Vec::new(),
+                        cached: true,
+                    }
                 }
-            } else {
-                self.read(name, deadline, now, false).await?
+                _ => self.read(name, deadline, now, false).await?,
             };
+            let done = |outcome| Ok(Immediate::Done(outcome));
             let (next, lease_id, fresh) =
                 match engine::decide_acquire(&record, &queue, request, now, new_lease) {
+                    // A decision not to write is only made on a fresh read.
+                    AcquireDecision::AlreadyGranted { .. }
+                    | AcquireDecision::Refuse(_)
+                    | AcquireDecision::Wait
+                        if cached =>
+                    {
+                        continue
+                    }
                     AcquireDecision::AlreadyGranted { lease_id } => {
                         let lock = snapshot(name, &record, &queue, now);
-                        return Ok(Granted {
+                        return done(Ok(Granted {
                             lease_id,
                             fencing_token: token_of(&record),
                             lock,
                             fresh: false,
-                        });
+                        }));
                     }
                     AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
-                        return Err(refused(Refusal::LockHeld, name, &record, &queue, now))
+                        return done(Err(refused(Refusal::LockHeld, name, &record, &queue, now)))
                     }
                     AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
-                        return Err(ServiceError::RequestIdReused)
+                        return done(Err(ServiceError::RequestIdReused))
                     }
-                    AcquireDecision::Wait => {
-                        return self.wait_in_queue(name, request, received, cancelled).await
-                    }
+                    AcquireDecision::Wait => return Ok(Immediate::MustWait),
                     AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
                     AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
                 };
@@ -324,16 +369,22 @@ impl LockService {
                     Metrics::bump(&self.metrics.grants);
                     self.cache.remember(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);
-                    return Ok(Granted {
+                    return done(Ok(Granted {
                         lease_id,
                         fencing_token: token_of(&written),
                         lock,
                         fresh,
-                    });
+                    }));
                 }
                 Put::Raced => continue,
                 Put::NestedLocks => {
-                    return Err(refused(Refusal::NameConflict, name, &record, &queue, now))
+                    return done(Err(refused(
+                        Refusal::NameConflict,
+                        name,
+                        &record,
+                        &queue,
+                        now,
+                    )))
                 }
             }
         }

@@ -138,15 +138,19 @@ impl LockService {
                         other => other,
                     }
                 }
-                _ => self.store.delete(name, stored.version, deadline).await,
+                // Free the record rather than delete it; the collector deletes it later.
+                _ => {
+                    self.store
+                        .update(name, &LockRecord::default(), stored.version, deadline)
+                        .await
+                }
             };
             match outcome {
-                Ok(WriteOutcome::Written { .. }) => {
-                    self.cache.forget(name);
-                    return Ok((
-                        snapshot(name, &LockRecord::default(), &[], now),
-                        Some(record),
-                    ));
+                Ok(WriteOutcome::Written { version, .. }) => {
+                    let free = LockRecord::default();
+                    self.cache.remember(name, &free, version);
+                    self.collector.schedule(name, version);
+                    return Ok((snapshot(name, &free, &[], now), Some(record)));
                 }
                 // Deciding again on a fresh read settles both a lost race and a lost answer.
                 Ok(_) | Err(StoreError::OutcomeUnknown(_)) => {

@@ -14,14 +14,38 @@ use tracing::{info, warn};
 use super::events::{audit_override, EventKind, Metrics};
 use super::replies::{Flight, OutcomeReceiver};
 use super::{
-    refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
-    ServiceError,
+    refused, snapshot, token_of, AcquireOutcome, Granted, Immediate, LockService, Put, Read,
+    Refusal, ServiceError,
 };
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
-use crate::model::{LockName, Priority, UnixMillis};
+use crate::model::{LeaseId, LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
+
+/// Releases, on its own task, a grant whose caller went away mid-call. On ZooKeeper the
+/// release's first read is queued behind the grant's create on the same session, so it sees
+/// the grant if it landed.
+struct UndoGrant {
+    service: Arc<LockService>,
+    name: LockName,
+    lease: LeaseId,
+    armed: bool,
+}
+
+impl Drop for UndoGrant {
+    fn drop(&mut self) {
+        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let (service, name, lease) = (self.service.clone(), self.name.clone(), self.lease);
+        tokio::spawn(async move {
+            if let Err(error) = service.release(&name, &lease).await {
+                warn!(lock = %name, %error, "could not undo a grant for a caller who left; its lease will run out");
+            }
+        });
+    }
+}
 
 /// Resolves when nobody awaits the call's outcome any more.
 pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -82,6 +106,22 @@ impl LockService {
                 "requested",
             );
         }
+        let new_lease = LeaseId::random();
+        if request.request_id.is_none() {
+            // The common case runs inline. If the caller goes away mid-call, the guard
+            // releases whatever this call may have granted.
+            let mut guard = UndoGrant {
+                service: self.clone(),
+                name: name.clone(),
+                lease: new_lease,
+                armed: true,
+            };
+            let immediate = self.acquire_now(&name, &request, new_lease).await;
+            guard.armed = false;
+            if let Immediate::Done(outcome) = immediate {
+                return outcome;
+            }
+        }
         let (sender, receiver) = match &request.request_id {
             Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
                 Flight::Finished(outcome) => return *outcome,
@@ -97,9 +137,14 @@ impl LockService {
         tokio::spawn(async move {
             let listeners = sender.clone();
             let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
-            let outcome = service
-                .acquire_now(&name, &request, received, cancelled)
-                .await;
+            let outcome = match service.acquire_now(&name, &request, new_lease).await {
+                Immediate::Done(outcome) => outcome,
+                Immediate::MustWait => {
+                    service
+                        .wait_in_queue(&name, &request, received, cancelled)
+                        .await
+                }
+            };
             let undo =
                 sender.receiver_count() == 0 && matches!(&outcome, Ok(granted) if granted.fresh);
             if let Some(id) = &request.request_id {
@@ -454,7 +499,9 @@ impl LockService {
                 }
                 if let Ok(Some(stored)) = store.read(&name, deadline).await {
                     if stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id) {
-                        let _ = store.delete(&name, stored.version, deadline).await;
+                        let _ = store
+                            .update(&name, &LockRecord::default(), stored.version, deadline)
+                            .await;
                     }
                 }
                 if clean {

@@ -102,7 +102,8 @@ pub trait LockStore: Send + Sync + 'static {
         version: Version,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError>;
-    /// Removes a record, if it is still at `version`.
+    /// Removes a record, if it is still at `version`; `NestedLocks` when locks are nested
+    /// under it.
     async fn delete(
         &self,
         name: &LockName,

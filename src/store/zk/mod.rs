@@ -195,33 +195,6 @@ impl ZkStore {
             },
         }
     }
-
-    /// After a nested lock is deleted, removes childless ancestors that hold a free record
-    /// (left by releasing a lock that had nested locks). Intermediate containers (empty data)
-    /// are left to the server, which reaps them; deleting them here would only make the next
-    /// acquire create them again.
-    async fn prune_ancestors(&self, name: &LockName, client: &zk::Client, deadline: Instant) {
-        let mut path = self.path(name);
-        while let Some(cut) = path.rfind('/') {
-            path.truncate(cut);
-            if path.len() <= self.lock_root.len() {
-                return;
-            }
-            let Ok(Ok((data, stat))) = Self::within(deadline, client.get_data(&path)).await else {
-                return;
-            };
-            let released = !data.is_empty() && LockRecord::decode(&data).is_ok_and(|r| r.is_free());
-            if !released || stat.num_children > 0 {
-                return;
-            }
-            if !matches!(
-                Self::within(deadline, client.delete(&path, Some(stat.version))).await,
-                Ok(Ok(()))
-            ) {
-                return;
-            }
-        }
-    }
 }
 
 fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
@@ -330,38 +303,13 @@ impl LockStore for ZkStore {
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
         match Self::within(deadline, client.delete(&path, Some(version.number))).await {
-            Ok(Ok(())) => {
-                if name.parts().nth(1).is_some() {
-                    self.prune_ancestors(name, &client, deadline).await;
-                }
-                Ok(WriteOutcome::Written {
-                    zxid: 0,
-                    version: -1,
-                })
-            }
+            Ok(Ok(())) => Ok(WriteOutcome::Written {
+                zxid: 0,
+                version: -1,
+            }),
             Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
-            // Locks are nested under this one: keep the node, emptied, as their parent.
-            Ok(Err(zk::Error::NotEmpty)) => {
-                // A free record, not empty data: empty data marks the containers the server
-                // reaps, which pruning must leave alone.
-                let free = LockRecord::default().encode();
-                match Self::within(
-                    deadline,
-                    client.set_data(&path, &free, Some(version.number)),
-                )
-                .await
-                {
-                    Ok(Ok(stat)) => Ok(WriteOutcome::Written {
-                        zxid: stat.mzxid,
-                        version: stat.version,
-                    }),
-                    Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
-                        Ok(WriteOutcome::Conflict)
-                    }
-                    Ok(Err(e)) => Err(self.write_failed(Ok(e))),
-                    Err(e) => Err(self.write_failed(Err(e))),
-                }
-            }
+            // Locks are nested under this one: it stays as their parent for now.
+            Ok(Err(zk::Error::NotEmpty)) => Ok(WriteOutcome::NestedLocks),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
             Err(e) => Err(self.write_failed(Err(e))),
         }
