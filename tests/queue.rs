@@ -370,3 +370,56 @@ async fn the_head_waiter_takes_an_expired_lease_without_any_write_at_expiry() {
     eprintln!("the head waiter got the lock {late_ms} ms after the lease ran out");
     assert!(late_ms >= 0, "not before the lease ran out");
 }
+
+/// Many clients loop through one lock: every grant is real (its release succeeds) and the
+/// fencing tokens of successive grants strictly increase.
+async fn a_busy_lock_never_has_two_holders(svc: Service) {
+    let svc = Arc::new(svc);
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let clients: Vec<JoinHandle<()>> = (0..6)
+        .map(|c| {
+            let (svc, tokens) = (svc.clone(), tokens.clone());
+            tokio::spawn(async move {
+                for round in 0..25 {
+                    let body =
+                        json!({"owner": format!("c{c}"), "lease_ms": 30_000, "waiting_ms": 20_000});
+                    let (status, granted) = svc.acquire("busy-loop", body).await;
+                    assert_eq!(status, StatusCode::OK, "c{c} round {round}: {granted}");
+                    tokens
+                        .lock()
+                        .unwrap()
+                        .push((granted["fencing_token"].as_u64().unwrap(), Instant::now()));
+                    let (status, released) = svc
+                        .release("busy-loop", granted["lease_id"].as_str().unwrap())
+                        .await;
+                    assert_eq!(
+                        status,
+                        StatusCode::OK,
+                        "c{c} round {round}: the grant was real: {released}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let mut tokens = tokens.lock().unwrap().clone();
+    tokens.sort_by_key(|(_, at)| *at);
+    assert_eq!(tokens.len(), 150);
+    let mut seen: Vec<u64> = tokens.iter().map(|(t, _)| *t).collect();
+    seen.dedup();
+    assert_eq!(seen.len(), 150, "every grant has its own token");
+}
+
+mod busy {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_zookeeper() {
+        super::a_busy_lock_never_has_two_holders(super::common::Service::zk().await).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_memory() {
+        super::a_busy_lock_never_has_two_holders(super::common::Service::memory().await).await
+    }
+}

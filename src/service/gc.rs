@@ -8,15 +8,22 @@
 //! cached version, so no pending decision can span a deletion. A record that is reused in
 //! the meantime has moved on to another version, and stays.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::model::LockName;
 use crate::store::{LockStore, Version, WriteOutcome};
 
-/// Records waiting to be deleted, in the order they fall due.
-type Due = Mutex<VecDeque<(Instant, LockName, i32)>>;
+/// Records waiting to be deleted, in the order they fall due, and the latest version
+/// scheduled for each name (an older entry for a name that was freed again is skipped).
+#[derive(Default)]
+struct Pending {
+    due: VecDeque<(Instant, LockName, i32)>,
+    latest: HashMap<LockName, i32>,
+}
+
+type Due = Mutex<Pending>;
 
 pub struct Collector {
     due: Arc<Due>,
@@ -37,9 +44,12 @@ impl Collector {
 
     /// Deletes `name` after the delay, if it is still at `version` then.
     pub fn schedule(&self, name: &LockName, version: i32) {
-        let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
-        if due.len() < MAX_PENDING {
-            due.push_back((Instant::now() + self.delay, name.clone(), version));
+        let mut pending = self.due.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.due.len() < MAX_PENDING {
+            pending
+                .due
+                .push_back((Instant::now() + self.delay, name.clone(), version));
+            pending.latest.insert(name.clone(), version);
         }
     }
 }
@@ -55,9 +65,19 @@ async fn collect(
         let Some(queue) = due.upgrade() else { return };
         let now = Instant::now();
         let ready: Vec<(Instant, LockName, i32)> = {
-            let mut queue = queue.lock().unwrap_or_else(|e| e.into_inner());
-            let count = queue.iter().take_while(|(at, ..)| *at <= now).count();
-            queue.drain(..count).collect()
+            let mut pending = queue.lock().unwrap_or_else(|e| e.into_inner());
+            let count = pending.due.iter().take_while(|(at, ..)| *at <= now).count();
+            let drained: Vec<_> = pending.due.drain(..count).collect();
+            drained
+                .into_iter()
+                .filter(|(_, name, version)| {
+                    let latest = pending.latest.get(name) == Some(version);
+                    if latest {
+                        pending.latest.remove(name);
+                    }
+                    latest
+                })
+                .collect()
         };
         for (_, name, version) in ready {
             let deleted = store
@@ -71,11 +91,9 @@ async fn collect(
             // since (its version moved on), or the store is away (then it stays: garbage, but
             // never a wrong lock).
             if let Ok(WriteOutcome::NestedLocks) = deleted {
-                queue.lock().unwrap_or_else(|e| e.into_inner()).push_back((
-                    now + delay,
-                    name,
-                    version,
-                ));
+                let mut pending = queue.lock().unwrap_or_else(|e| e.into_inner());
+                pending.latest.insert(name.clone(), version);
+                pending.due.push_back((now + delay, name, version));
             }
         }
     }
