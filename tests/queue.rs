@@ -229,6 +229,7 @@ fn counter(metrics: &str, series: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Wake-ups so far: (by the record or an in-process hand-off, by a predecessor, by a timer).
 async fn wakeups(svc: &Service) -> (u64, u64, u64) {
     let text = svc
         .http
@@ -245,7 +246,11 @@ async fn wakeups(svc: &Service) -> (u64, u64, u64) {
             &format!("lockwarden_waiter_wakeups_total{{cause=\"{cause}\"}}"),
         )
     };
-    (get("record"), get("predecessor"), get("timer"))
+    (
+        get("record") + get("handed"),
+        get("predecessor"),
+        get("timer"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,10 +282,11 @@ async fn one_release_wakes_one_waiter_not_fifty() {
     })
     .await;
     let after = wakeups(&svc).await;
-    assert_eq!(
-        after.0 - before.0,
-        1,
-        "one waiter woke on the record (the one handed the lock)"
+    // The head is signalled by its watch on the record and, as the release ran on this
+    // instance, in-process too: one waiter, at most two signals.
+    assert!(
+        (1..=2).contains(&(after.0 - before.0)),
+        "only the waiter handed the lock woke for it: {before:?} -> {after:?}"
     );
     assert_eq!(
         after.1 - before.1,

@@ -60,6 +60,7 @@ pub struct Metrics {
     pub wakeups_record: AtomicU64,
     pub wakeups_predecessor: AtomicU64,
     pub wakeups_timer: AtomicU64,
+    pub wakeups_handed: AtomicU64,
     pub webhooks_delivered: AtomicU64,
     pub webhook_attempts_failed: AtomicU64,
     pub webhooks_given_up: AtomicU64,
@@ -103,6 +104,7 @@ impl Metrics {
                 ("{cause=\"record\"}", get(&self.wakeups_record)),
                 ("{cause=\"predecessor\"}", get(&self.wakeups_predecessor)),
                 ("{cause=\"timer\"}", get(&self.wakeups_timer)),
+                ("{cause=\"handed\"}", get(&self.wakeups_handed)),
             ],
         );
         counter(

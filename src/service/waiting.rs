@@ -214,7 +214,10 @@ impl LockService {
                 }
                 // A release on this instance handed the lock over and says so directly.
                 Ok(()) = handed.changed() => match handed.borrow_and_update().clone() {
-                    Some(record) => return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now())),
+                    Some(record) => {
+                        Metrics::bump(&self.metrics.wakeups_handed);
+                        return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now()));
+                    }
                     None => Step::Again,
                 },
                 step = self.wait_step(name, me, ticket, &mut state, received) => step,
