@@ -53,17 +53,34 @@ pub(super) fn walk<'a>(
                 Err(_) => return Err(Err(NoAnswer::TimedOut)),
             };
         children.sort_unstable();
-        let candidates: Vec<(String, LockName)> = children
-            .into_iter()
-            .filter_map(|child| {
-                let mut parts = parents.clone();
-                parts.push(child.clone());
-                // A znode whose name is not a valid lock name was not written by lockwarden.
-                let name = LockName::parse(&parts.join("/")).ok()?;
-                subtree_may_match(query, &name).then_some((child, name))
-            })
-            .collect();
-        for batch in candidates.chunks(READ_BATCH) {
+        // On the cursor's own path, everything before the cursor's part is skipped at once:
+        // a page then costs its own reads, not a parse of every name before it.
+        let depth = parents.len();
+        let start = match &query.after {
+            Some(after)
+                if after
+                    .parts()
+                    .take(depth)
+                    .eq(parents.iter().map(String::as_str)) =>
+            {
+                let part = after.parts().nth(depth).unwrap_or_default();
+                children.partition_point(|c| c.as_str() < part)
+            }
+            _ => 0,
+        };
+        let mut candidates = children[start..].iter().filter_map(|child| {
+            let mut parts = parents.clone();
+            parts.push(child.clone());
+            // A znode whose name is not a valid lock name was not written by lockwarden.
+            let name = LockName::parse(&parts.join("/")).ok()?;
+            subtree_may_match(query, &name).then(|| (child.clone(), name))
+        });
+        loop {
+            let batch: Vec<(String, LockName)> = candidates.by_ref().take(READ_BATCH).collect();
+            if batch.is_empty() {
+                break;
+            }
+            let batch = batch.as_slice();
             let reads = join_all(
                 batch
                     .iter()
