@@ -71,7 +71,7 @@ pub struct ServeArgs {
     /// How long one request may spend on the store before it answers 503.
     #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
     pub store_timeout_ms: u64,
-    /// How long a released lock's record stays before it is deleted. Must exceed
+    /// How long a released lock's record stays before it is deleted. Must be more than twice
     /// --store-timeout-ms: ZooKeeper restarts a node's version when the node is created again,
     /// and the delay keeps any decision in flight from meeting a new node at an old version.
     #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 10_000)]
@@ -116,8 +116,9 @@ impl ServeArgs {
         if self.store_timeout_ms == 0 {
             return Err("--store-timeout-ms must be at least 1".into());
         }
-        if self.gc_delay_ms <= self.store_timeout_ms {
-            return Err("--gc-delay-ms must be longer than --store-timeout-ms".into());
+        // A cached version is used for up to half the delay, plus one request timeout.
+        if self.gc_delay_ms <= 2 * self.store_timeout_ms {
+            return Err("--gc-delay-ms must be more than twice --store-timeout-ms".into());
         }
         if self
             .api_tokens

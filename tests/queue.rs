@@ -429,3 +429,43 @@ mod busy {
         super::a_busy_lock_never_has_two_holders(super::common::Service::memory().await).await
     }
 }
+
+/// The same owner may wait on two locks with the same request_id (ids are per lock): each
+/// hand-off reaches the waiter of its own lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_id_waiting_on_two_locks_gets_each_lock_right() {
+    let svc = Arc::new(Service::zk().await);
+    let x = svc.must_acquire("twin-x", "holder", 60_000).await;
+    let y = svc.must_acquire("twin-y", "holder", 60_000).await;
+    let wait = |name: &'static str| {
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            svc.acquire(name, json!({"owner": "w", "lease_ms": 60_000, "waiting_ms": 20_000, "request_id": "same"})).await
+        })
+    };
+    let (on_x, on_y) = (wait("twin-x"), wait("twin-y"));
+    wait_for_waiters(&svc, "twin-x", 1).await;
+    wait_for_waiters(&svc, "twin-y", 1).await;
+    svc.release("twin-x", x["lease_id"].as_str().unwrap()).await;
+    let (status, got_x) = on_x.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{got_x}");
+    assert_eq!(got_x["lock"]["name"], "twin-x");
+    assert_eq!(
+        svc.info("twin-y").await["owner"],
+        "holder",
+        "twin-y is untouched"
+    );
+    svc.release("twin-y", y["lease_id"].as_str().unwrap()).await;
+    let (status, got_y) = on_y.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{got_y}");
+    assert_eq!(got_y["lock"]["name"], "twin-y");
+    assert_ne!(got_x["lease_id"], got_y["lease_id"]);
+    assert!(
+        svc.validate("twin-x", got_x["fencing_token"].as_u64().unwrap())
+            .await
+    );
+    assert!(
+        svc.validate("twin-y", got_y["fencing_token"].as_u64().unwrap())
+            .await
+    );
+}

@@ -277,3 +277,46 @@ async fn a_zookeeper_outage_gives_503_and_the_service_recovers_without_a_restart
     assert_eq!(status, StatusCode::OK);
     svc.must_acquire("outage", "p", 1000).await;
 }
+
+/// An empty node where a lock would live (a container left by nested names) is replaced in
+/// one transaction; twenty callers racing for it still get exactly one grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_for_a_name_held_by_an_empty_container_has_one_winner() {
+    let svc = Arc::new(Service::zk().await);
+    let zk = zk_client(zk::shared()).await;
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.mkdir(&format!("{}/locks", svc.root), &options)
+        .await
+        .unwrap();
+    let container =
+        zookeeper_client::CreateMode::Container.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.create(&format!("{}/locks/hollow", svc.root), b"", &container)
+        .await
+        .unwrap();
+    let calls = (0..20).map(|i| {
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            svc.acquire(
+                "hollow",
+                json!({"owner": format!("c{i}"), "lease_ms": 60_000}),
+            )
+            .await
+        })
+    });
+    let results: Vec<(StatusCode, Value)> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let winners: Vec<&Value> = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::OK)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    assert_eq!(
+        svc.info("hollow").await["owner"],
+        winners[0]["lock"]["owner"]
+    );
+}

@@ -63,45 +63,50 @@ impl RecordCache {
 /// Where a release on this instance sends the record that hands a local waiter the lock.
 type HandedSender = watch::Sender<Option<LockRecord>>;
 
-/// Callers waiting on this instance, by waiter id.
+/// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock).
 #[derive(Default)]
 pub struct LocalWaiters {
-    waiters: Mutex<HashMap<String, (Ticket, HandedSender)>>,
+    waiters: Mutex<HashMap<(LockName, String), (Ticket, HandedSender)>>,
 }
 
 impl LocalWaiters {
     /// Registers a waiter; the receiver sees the record that hands it the lock.
-    pub fn register(&self, id: &str, ticket: &Ticket) -> watch::Receiver<Option<LockRecord>> {
+    pub fn register(
+        &self,
+        name: &LockName,
+        id: &str,
+        ticket: &Ticket,
+    ) -> watch::Receiver<Option<LockRecord>> {
         let (sender, receiver) = watch::channel(None);
         self.waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned(), (ticket.clone(), sender));
+            .insert((name.clone(), id.to_owned()), (ticket.clone(), sender));
         receiver
     }
 
-    pub fn unregister(&self, id: &str) {
+    pub fn unregister(&self, name: &LockName, id: &str) {
         self.waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+            .remove(&(name.clone(), id.to_owned()));
     }
 
-    pub fn ticket(&self, id: &str) -> Option<Ticket> {
+    pub fn ticket(&self, name: &LockName, id: &str) -> Option<Ticket> {
         self.waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(id)
+            .get(&(name.clone(), id.to_owned()))
             .map(|(t, _)| t.clone())
     }
 
     /// Tells a local waiter that `record` (already written) hands it the lock.
-    pub fn handed(&self, id: &str, record: &LockRecord) {
+    pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord) {
         if let Some((_, sender)) = self
             .waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(id)
+            .get(&(name.clone(), id.to_owned()))
         {
             sender.send_replace(Some(record.clone()));
         }

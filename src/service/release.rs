@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::events::{EventKind, Metrics};
 use super::{
-    refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
+    refused, same_write, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError,
+    MAX_ROUNDS,
 };
 use crate::engine::{self, ReleaseDecision, RenewDecision};
 use crate::model::{LeaseId, LockName, UnixMillis};
@@ -110,54 +111,69 @@ impl LockService {
                 }
                 (_, Some(stored)) => stored,
             };
-            let outcome = match &decision {
+            // What this round writes: the record handed to the next waiter, or a free record.
+            let (expected, to) = match &decision {
                 ReleaseDecision::HandOff { to } => {
-                    let ticket = match self.local.ticket(&to.id) {
+                    let ticket = match self.local.ticket(name, &to.id) {
                         Some(ticket) => ticket,
                         None => match self.store.ticket(name, to, deadline).await? {
                             Some(ticket) => ticket,
                             None => continue,
                         },
                     };
-                    let next = engine::handed_to(&ticket, now, queue.len() > 1);
-                    match self
-                        .store
-                        .hand_off(name, &next, Some(stored.version), to, deadline)
-                        .await
-                    {
-                        Ok(WriteOutcome::Written { zxid, version }) => {
-                            Metrics::bump(&self.metrics.handoffs);
-                            let mut landed = next;
-                            landed.resolve_token(zxid);
-                            self.local.handed(&to.id, &landed);
-                            self.cache.remember(name, &landed, version);
-                            let rest: Vec<Waiter> =
-                                queue.iter().filter(|w| w.id != to.id).cloned().collect();
-                            return Ok((snapshot(name, &landed, &rest, now), Some(record)));
-                        }
-                        other => other,
-                    }
+                    (engine::handed_to(&ticket, now, queue.len() > 1), Some(to))
                 }
                 // Free the record rather than delete it; the collector deletes it later.
-                _ => {
+                _ => (LockRecord::default(), None),
+            };
+            let outcome = match to {
+                Some(to) => {
                     self.store
-                        .update(name, &LockRecord::default(), stored.version, deadline)
+                        .hand_off(name, &expected, Some(stored.version), to, deadline)
+                        .await
+                }
+                None => {
+                    self.store
+                        .update(name, &expected, stored.version, deadline)
                         .await
                 }
             };
-            match outcome {
-                Ok(WriteOutcome::Written { version, .. }) => {
-                    let free = LockRecord::default();
-                    self.cache.remember(name, &free, version);
-                    self.collector.schedule(name, version);
-                    return Ok((snapshot(name, &free, &[], now), Some(record)));
+            let landed = match outcome {
+                Ok(WriteOutcome::Written { zxid, version }) => {
+                    let mut landed = expected;
+                    landed.resolve_token(zxid);
+                    Some((landed, version))
                 }
-                // Deciding again on a fresh read settles both a lost race and a lost answer.
-                Ok(_) | Err(StoreError::OutcomeUnknown(_)) => {
-                    self.cache.forget(name);
-                    continue;
+                // A lost answer is settled by reading: the session answers in order.
+                Err(StoreError::OutcomeUnknown(_)) => {
+                    match self.store.read(name, deadline).await? {
+                        Some(now_stored) if same_write(&now_stored.record, &expected) => {
+                            Some((now_stored.record, now_stored.version.number))
+                        }
+                        _ => None,
+                    }
                 }
+                Ok(_) => None,
                 Err(error) => return Err(error.into()),
+            };
+            let Some((landed, version)) = landed else {
+                // Decide again on a fresh read.
+                self.cache.forget(name);
+                continue;
+            };
+            self.cache.remember(name, &landed, version);
+            match to {
+                Some(to) => {
+                    Metrics::bump(&self.metrics.handoffs);
+                    self.local.handed(name, &to.id, &landed);
+                    let rest: Vec<Waiter> =
+                        queue.iter().filter(|w| w.id != to.id).cloned().collect();
+                    return Ok((snapshot(name, &landed, &rest, now), Some(record)));
+                }
+                None => {
+                    self.collector.schedule(name, version);
+                    return Ok((snapshot(name, &landed, &[], now), Some(record)));
+                }
             }
         }
         Err(too_busy())

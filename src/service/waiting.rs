@@ -62,10 +62,14 @@ struct WaitState {
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
-fn waiter_key(request: &AcquireRequest) -> String {
+fn waiter_key(name: &LockName, request: &AcquireRequest) -> String {
     match &request.request_id {
         Some(id) => {
-            let digest = Sha256::digest(format!("{}\0{}", request.owner.as_str(), id.as_str()));
+            let digest = Sha256::digest(format!(
+                "{name}\0{}\0{}",
+                request.owner.as_str(),
+                id.as_str()
+            ));
             digest[..16].iter().map(|b| format!("{b:02x}")).collect()
         }
         None => uuid::Uuid::new_v4().simple().to_string(),
@@ -145,8 +149,10 @@ impl LockService {
                         .await
                 }
             };
-            let undo =
-                sender.receiver_count() == 0 && matches!(&outcome, Ok(granted) if granted.fresh);
+            // A call with a request_id is not undone: its retry must find the grant.
+            let undo = request.request_id.is_none()
+                && sender.receiver_count() == 0
+                && matches!(&outcome, Ok(granted) if granted.fresh);
             if let Some(id) = &request.request_id {
                 service.replies.finish(
                     &name,
@@ -176,7 +182,7 @@ impl LockService {
         Metrics::bump(&self.metrics.waits_started);
         let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
         let ticket = request.ticket(
-            waiter_key(request),
+            waiter_key(name, request),
             crate::model::LeaseId::random(),
             received_at,
         );
@@ -187,11 +193,11 @@ impl LockService {
                 return Err(error.into());
             }
         };
-        let mut handed = self.local.register(&me.id, &ticket);
+        let mut handed = self.local.register(name, &me.id, &ticket);
         let outcome = self
             .wait_turn(name, &me, &ticket, received, &mut cancelled, &mut handed)
             .await;
-        self.local.unregister(&me.id);
+        self.local.unregister(name, &me.id);
         outcome
     }
 
@@ -443,13 +449,18 @@ impl LockService {
             return;
         }
         for _ in 0..super::MAX_ROUNDS {
-            let Ok(Some(stored)) = self.store.read(name, deadline).await else {
-                return;
+            let stored = match self.store.read(name, deadline).await {
+                Ok(Some(stored)) => stored,
+                Ok(None) => return,
+                // The lock may have reached this waiter: keep checking in the background.
+                Err(_) => return self.sweep_later(name, Some(me), ticket),
             };
             let record = stored.record;
             if record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
                 info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
-                let _ = self.release(name, &ticket.lease_id).await;
+                if self.release(name, &ticket.lease_id).await.is_err() {
+                    self.sweep_later(name, Some(me), ticket);
+                }
                 return;
             }
             if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me.id.as_str()) {
@@ -478,6 +489,8 @@ impl LockService {
     /// When the store was unreachable as a call ended, its queue entry may linger (or a lost
     /// create may still land). Keep trying to remove every entry of this call for a while.
     fn sweep_later(&self, name: &LockName, me: Option<&Waiter>, ticket: &Ticket) {
+        // A grant that a retry with the same request_id would return is left to its lease.
+        let claimable = ticket.request_id.is_none();
         let (store, name, key, lease_id) = (
             self.store.clone(),
             name.clone(),
@@ -501,7 +514,9 @@ impl LockService {
                     clean &= store.leave(&name, &waiter, deadline).await.is_ok();
                 }
                 if let Ok(Some(stored)) = store.read(&name, deadline).await {
-                    if stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id) {
+                    if claimable
+                        && stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id)
+                    {
                         let _ = store
                             .update(&name, &LockRecord::default(), stored.version, deadline)
                             .await;

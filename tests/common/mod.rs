@@ -32,7 +32,7 @@ pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
         "--zk-session-timeout-ms".into(),
         "4000".into(),
         "--gc-delay-ms".into(),
-        "1500".into(),
+        "2500".into(),
     ];
     flags.extend(extra.iter().map(|s| s.to_string()));
     flags
@@ -50,7 +50,7 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args.lock_root = format!("{root}/locks");
     args.state_root = format!("{root}/state");
     args.store_timeout_ms = 1000;
-    args.gc_delay_ms = 1500;
+    args.gc_delay_ms = 2500;
     args.zk_session_timeout_ms = 4000;
     args
 }

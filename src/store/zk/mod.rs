@@ -161,12 +161,11 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         let mut writer = client.new_multi_writer();
         let data = record.encode();
         let staged = writer
             .add_delete(&path, Some(version.number))
-            .and_then(|_| writer.add_create(&path, &data, &options));
+            .and_then(|_| stage_create(&mut writer, &path, &data));
         if let Err(e) = staged {
             return Err(StoreError::Unavailable(e.to_string()));
         }
@@ -182,19 +181,39 @@ impl ZkStore {
             Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
                 Err(self.write_failed(Ok(source)))
             }
-            // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
-            // (ZOOKEEPER-4026), so the grant's zxid is read back.
-            Ok(Ok(_)) => match Self::within(deadline, client.check_stat(&path)).await {
-                Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written {
-                    zxid: stat.mzxid,
-                    version: stat.version,
-                }),
-                _ => Err(StoreError::OutcomeUnknown(
-                    "could not read back a replaced node".into(),
-                )),
-            },
+            Ok(Ok(results)) => written(&results),
         }
     }
+}
+
+/// Stages the creation of a record. The record is created and at once rewritten in the same
+/// transaction, so a record never sits at version 0. Version 0 then only ever names an empty
+/// (container) node, and a write conditioned on it can never land on a record created in its
+/// place. The rewrite also yields a valid Stat, which a create inside a multi does not on
+/// ZooKeeper 3.8.0 (ZOOKEEPER-4026).
+pub(super) fn stage_create(
+    writer: &mut zk::MultiWriter<'_>,
+    path: &str,
+    data: &[u8],
+) -> Result<(), zk::Error> {
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    writer.add_create(path, data, &options)?;
+    writer.add_set_data(path, data, Some(0))
+}
+
+/// The zxid and version a committed record write left, from its setData result.
+pub(super) fn written(results: &[zk::MultiWriteResult]) -> Result<WriteOutcome, StoreError> {
+    results
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            zk::MultiWriteResult::SetData { stat } => Some(WriteOutcome::Written {
+                zxid: stat.mzxid,
+                version: stat.version,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| StoreError::OutcomeUnknown("a record write returned no stat".into()))
 }
 
 fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
@@ -236,7 +255,6 @@ impl LockStore for ZkStore {
     ) -> Result<WriteOutcome, StoreError> {
         let path = self.path(name);
         let data = record.encode();
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         // The parents may vanish between creating them and the create (an emptied container
         // is reaped), so a few rounds are allowed.
         for _ in 0..4 {
@@ -244,17 +262,24 @@ impl LockStore for ZkStore {
                 .client(deadline)
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
-            match Self::within(deadline, client.create(&path, &data, &options)).await {
-                Ok(Ok((stat, _))) => {
-                    return Ok(WriteOutcome::Written {
-                        zxid: stat.mzxid,
-                        version: 0,
-                    })
+            let mut writer = client.new_multi_writer();
+            stage_create(&mut writer, &path, &data)
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+                Ok(Ok(results)) => return written(&results),
+                Ok(Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NodeExists,
+                    ..
+                })) => return Ok(WriteOutcome::Conflict),
+                Ok(Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NoNode,
+                    ..
+                })) => self.create_parents(name, deadline).await?,
+                Ok(Err(zk::MultiWriteError::OperationFailed { source, .. }))
+                | Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                    return Err(self.write_failed(Ok(source)))
                 }
-                Ok(Err(zk::Error::NodeExists)) => return Ok(WriteOutcome::Conflict),
-                Ok(Err(zk::Error::NoNode)) => self.create_parents(name, deadline).await?,
-                Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
-                Err(e) => return Err(self.write_failed(Err(e))),
+                Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
             }
         }
         Ok(WriteOutcome::Conflict)

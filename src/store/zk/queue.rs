@@ -166,7 +166,6 @@ impl ZkStore {
         }
         let path = self.path(name);
         let data = record.encode();
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         for _ in 0..4 {
             let client = self
                 .client(deadline)
@@ -177,33 +176,15 @@ impl ZkStore {
                 Some(v) if !v.empty => writer.add_set_data(&path, &data, Some(v.number)),
                 Some(v) => writer
                     .add_delete(&path, Some(v.number))
-                    .and_then(|_| writer.add_create(&path, &data, &persistent)),
-                None => writer.add_create(&path, &data, &persistent),
+                    .and_then(|_| super::stage_create(&mut writer, &path, &data)),
+                None => super::stage_create(&mut writer, &path, &data),
             };
             staged
                 .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             let failure = match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
                 Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
-                Ok(Ok(results)) => {
-                    if let Some(zk::MultiWriteResult::SetData { stat }) = results.first() {
-                        return Ok(WriteOutcome::Written {
-                            zxid: stat.mzxid,
-                            version: stat.version,
-                        });
-                    }
-                    // ZooKeeper 3.8.0 returns no valid Stat for a create inside a multi
-                    // (ZOOKEEPER-4026), so the grant's zxid is read back.
-                    return match Self::within(deadline, client.check_stat(&path)).await {
-                        Ok(Ok(Some(stat))) => Ok(WriteOutcome::Written {
-                            zxid: stat.mzxid,
-                            version: stat.version,
-                        }),
-                        _ => Err(StoreError::OutcomeUnknown(
-                            "could not read back a handed-over record".into(),
-                        )),
-                    };
-                }
+                Ok(Ok(results)) => return super::written(&results),
                 Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
                 Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
                     return Err(self.write_failed(Ok(source)))
