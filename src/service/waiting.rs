@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::events::{audit_override, EventKind, Metrics};
+use super::leaving::UndoGrant;
 use super::replies::{Flight, OutcomeReceiver};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, Immediate, LockService, Put, Read,
@@ -23,34 +24,10 @@ use crate::record::LockRecord;
 use crate::store::{Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
-/// Releases, on its own task, a grant whose caller went away mid-call. On ZooKeeper the
-/// release's first read is queued behind the grant's create on the same session, so it sees
-/// the grant if it landed.
-struct UndoGrant {
-    service: Arc<LockService>,
-    name: LockName,
-    lease: LeaseId,
-    armed: bool,
-}
-
-impl Drop for UndoGrant {
-    fn drop(&mut self) {
-        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let (service, name, lease) = (self.service.clone(), self.name.clone(), self.lease);
-        tokio::spawn(async move {
-            if let Err(error) = service.release(&name, &lease).await {
-                warn!(lock = %name, %error, "could not undo a grant for a caller who left; its lease will run out");
-            }
-        });
-    }
-}
-
 /// Resolves when nobody awaits the call's outcome any more.
 pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-enum Step {
+pub(super) enum Step {
     Again,
     Done(Box<AcquireOutcome>),
 }
@@ -400,7 +377,7 @@ impl LockService {
         }
     }
 
-    fn granted(
+    pub(super) fn granted(
         &self,
         name: &LockName,
         ticket: &Ticket,
@@ -415,117 +392,5 @@ impl LockService {
             lock,
             fresh: true,
         }
-    }
-
-    /// Leaves the queue to answer `refusal`; but if a hand-off reached this waiter first,
-    /// the lock is its, and the answer is the grant.
-    async fn leave_or_take(
-        &self,
-        name: &LockName,
-        me: &Waiter,
-        ticket: &Ticket,
-        refusal: Refusal,
-    ) -> Result<Step, ServiceError> {
-        let deadline = self.deadline();
-        let left = self.store.leave(name, me, deadline).await?;
-        let now = UnixMillis::now();
-        let Read { record, queue, .. } = self.read(name, deadline, now, true).await?;
-        if !left && record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
-            return Ok(Step::Done(Box::new(Ok(
-                self.granted(name, ticket, &record, &queue, now)
-            ))));
-        }
-        Ok(Step::Done(Box::new(Err(refused(
-            refusal, name, &record, &queue, now,
-        )))))
-    }
-
-    /// The caller disconnected: leave the queue (after which no hand-off can reach this
-    /// waiter), pass on a lock that reached it before, and withdraw its requestor slot.
-    async fn withdraw(&self, name: &LockName, me: &Waiter, ticket: &Ticket, received: Instant) {
-        let deadline = self.deadline();
-        if self.store.leave(name, me, deadline).await.is_err() {
-            self.sweep_later(name, Some(me), ticket);
-            return;
-        }
-        for _ in 0..super::MAX_ROUNDS {
-            let stored = match self.store.read(name, deadline).await {
-                Ok(Some(stored)) => stored,
-                Ok(None) => return,
-                // The lock may have reached this waiter: keep checking in the background.
-                Err(_) => return self.sweep_later(name, Some(me), ticket),
-            };
-            let record = stored.record;
-            if record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
-                info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
-                if self.release(name, &ticket.lease_id).await.is_err() {
-                    self.sweep_later(name, Some(me), ticket);
-                }
-                return;
-            }
-            if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me.id.as_str()) {
-                return;
-            }
-            let cleared = LockRecord {
-                holder: record.holder.clone(),
-                requestor: None,
-                queued: record.queued,
-            };
-            match self
-                .store
-                .update(name, &cleared, stored.version, deadline)
-                .await
-            {
-                Ok(WriteOutcome::Written { .. }) => {
-                    self.emit(EventKind::CleanupCancelled, name, &record, received);
-                    return;
-                }
-                Ok(_) => continue,
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// When the store was unreachable as a call ended, its queue entry may linger (or a lost
-    /// create may still land). Keep trying to remove every entry of this call for a while.
-    fn sweep_later(&self, name: &LockName, me: Option<&Waiter>, ticket: &Ticket) {
-        // A grant that a retry with the same request_id would return is left to its lease.
-        let claimable = ticket.request_id.is_none();
-        let (store, name, key, lease_id) = (
-            self.store.clone(),
-            name.clone(),
-            ticket.key.clone(),
-            ticket.lease_id,
-        );
-        let me = me.cloned();
-        let timeout = self.store_timeout;
-        tokio::spawn(async move {
-            for _ in 0..60 {
-                let deadline = Instant::now() + timeout;
-                let Ok(queue) = store.queue(&name, deadline).await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                };
-                let mine = queue
-                    .into_iter()
-                    .filter(|w| w.key == key || me.as_ref().is_some_and(|m| m.id == w.id));
-                let mut clean = true;
-                for waiter in mine {
-                    clean &= store.leave(&name, &waiter, deadline).await.is_ok();
-                }
-                if let Ok(Some(stored)) = store.read(&name, deadline).await {
-                    if claimable
-                        && stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id)
-                    {
-                        let _ = store
-                            .update(&name, &LockRecord::default(), stored.version, deadline)
-                            .await;
-                    }
-                }
-                if clean {
-                    return;
-                }
-            }
-        });
     }
 }
