@@ -22,6 +22,7 @@ async fn every_scenario_runs_and_reports() {
         "uncontended",
         "parallel",
         "contended",
+        "handoff",
         "preempt",
         "memory",
     ] {

@@ -38,7 +38,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "floor,uncontended,parallel,contended,preempt"
+        default_value = "floor,uncontended,parallel,contended,handoff,preempt"
     )]
     pub scenarios: Vec<String>,
     /// Also write the results as JSON to this file.
@@ -88,6 +88,7 @@ impl BenchArgs {
                 "uncontended",
                 "parallel",
                 "contended",
+                "handoff",
                 "preempt",
                 "memory",
             ]
@@ -155,6 +156,9 @@ pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
         for &c in &args.clients {
             rows.push(bench.contended(c).await?);
         }
+    }
+    if wants("handoff") {
+        rows.push(bench.handoff().await?);
     }
     if wants("preempt") {
         rows.push(bench.preempt().await?);

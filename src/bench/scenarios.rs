@@ -298,6 +298,71 @@ impl Bench {
         })
     }
 
+    /// From a release to the next waiter's 200: one holder, one waiter that queued first.
+    pub async fn handoff(self: &Arc<Self>) -> Result<Row, String> {
+        let rounds = self.args.cycles.max(10) / 2;
+        let warm = self.args.warmup.min(50);
+        let mut samples = Vec::with_capacity(rounds);
+        let waiting =
+            json!({"owner": "next", "lease_ms": 60_000, "waiting_ms": 30_000}).to_string();
+        for round in 0..rounds + warm {
+            let held = json!({"owner": "first", "lease_ms": 60_000}).to_string();
+            let (status, first) = self.post(&self.lock_url("h", "acquire"), &held).await?;
+            if status != 200 {
+                return Err(format!("holder acquire answered {status}: {first}"));
+            }
+            let bench = self.clone();
+            let body = waiting.clone();
+            let next = tokio::spawn(async move {
+                let answer = bench.post(&bench.lock_url("h", "acquire"), &body).await;
+                (answer, Instant::now())
+            });
+            // Release only once the waiter is in the queue.
+            let info_url = format!("{}/v1/locks/{}-h", self.args.url, self.run);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let response = self
+                    .http
+                    .get(&info_url)
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let info: Value =
+                    serde_json::from_slice(&response.bytes().await.map_err(|e| e.to_string())?)
+                        .unwrap_or(Value::Null);
+                if info["waiters"] == 1 {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err("the waiter never queued".into());
+                }
+            }
+            let release = json!({"lease_id": first["lease_id"]}).to_string();
+            let sent = Instant::now();
+            self.post(&self.lock_url("h", "release"), &release).await?;
+            let (answer, got) = next.await.map_err(|e| e.to_string())?;
+            let (status, granted) = answer?;
+            if status != 200 {
+                return Err(format!("waiter answered {status}: {granted}"));
+            }
+            if round >= warm {
+                samples.push(got.saturating_duration_since(sent));
+            }
+            let release = json!({"lease_id": granted["lease_id"]}).to_string();
+            self.post(&self.lock_url("h", "release"), &release).await?;
+        }
+        let n = samples.len();
+        Ok(Row {
+            scenario: "handoff: release → next waiter's 200".into(),
+            clients: 2,
+            operations: n,
+            p50_us: percentile(&mut samples, 50.0),
+            p99_us: percentile(&mut samples, 99.0),
+            note: "from sending the release to the waiter receiving its grant".into(),
+            ..Row::default()
+        })
+    }
+
     /// From a preemption request to the holder's webhook arrival.
     pub async fn preempt(&self) -> Result<Row, String> {
         let arrivals: Arrivals = Arc::default();
