@@ -1,5 +1,6 @@
 //! The lock rules of the contract, over HTTP, on ZooKeeper and on the in-memory store.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -7,19 +8,6 @@ use std::time::Duration;
 use common::{eventually, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod on_zookeeper {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::common::Service::zk().await).await })*
-        }
-        mod in_memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::common::Service::memory().await).await })*
-        }
-    };
-}
 
 on_both_stores!(
     a_free_lock_is_granted_and_a_held_one_refused,

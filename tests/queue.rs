@@ -1,6 +1,7 @@
 //! Fair blocking acquire: the queue's order, timeouts, departures, idempotent retries, the
 //! absence of the herd effect, and one global order across instances.
 
+#[macro_use]
 mod common;
 
 use std::sync::{Arc, Mutex};
@@ -199,19 +200,6 @@ async fn a_retried_request_joins_the_running_wait(svc: Service) {
         (StatusCode::OK, &b1["lease_id"]),
         "a later retry gets the same outcome"
     );
-}
-
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod on_zookeeper {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::common::Service::zk().await).await })*
-        }
-        mod in_memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::common::Service::memory().await).await })*
-        }
-    };
 }
 
 on_both_stores!(

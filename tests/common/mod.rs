@@ -6,6 +6,21 @@
 pub mod receiver;
 pub mod zk;
 
+/// Runs each named `async fn(Service)` as two tests: on ZooKeeper and in memory.
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod on_zookeeper {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::common::Service::zk().await).await })*
+        }
+        mod in_memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::common::Service::memory().await).await })*
+        }
+    };
+}
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

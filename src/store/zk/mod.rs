@@ -74,6 +74,20 @@ impl ZkStore {
             .map_err(|_| NoAnswer::TimedOut)
     }
 
+    /// Runs a read; `None` when the node does not exist.
+    async fn read_node<T>(
+        &self,
+        deadline: Instant,
+        call: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, StoreError> {
+        match Self::within(deadline, call).await {
+            Ok(Ok(found)) => Ok(Some(found)),
+            Ok(Err(zk::Error::NoNode)) => Ok(None),
+            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
+            Err(e) => Err(self.read_failed(Err(e))),
+        }
+    }
+
     /// Maps a failed read. Session-level errors make the supervisor look at the session.
     fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
         match failure {
@@ -239,12 +253,10 @@ impl LockStore for ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
-        match Self::within(deadline, client.get_data(&self.path(name))).await {
-            Ok(Ok((data, stat))) => Ok(Some(stored(name, &data, &stat))),
-            Ok(Err(zk::Error::NoNode)) => Ok(None),
-            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
-            Err(e) => Err(self.read_failed(Err(e))),
-        }
+        let found = self
+            .read_node(deadline, client.get_data(&self.path(name)))
+            .await?;
+        Ok(found.map(|(data, stat)| stored(name, &data, &stat)))
     }
 
     async fn create(

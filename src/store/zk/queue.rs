@@ -35,13 +35,12 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
-        let mut queue: Vec<Waiter> =
-            match Self::within(deadline, client.list_children(&self.queue_dir(name))).await {
-                Ok(Ok(children)) => children.iter().filter_map(|c| Waiter::parse(c)).collect(),
-                Ok(Err(zk::Error::NoNode)) => Vec::new(),
-                Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-                Err(e) => return Err(self.read_failed(Err(e))),
-            };
+        let dir = self.queue_dir(name);
+        let children = self
+            .read_node(deadline, client.list_children(&dir))
+            .await?
+            .unwrap_or_default();
+        let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
         sort_queue(&mut queue);
         Ok(queue)
     }
@@ -122,12 +121,10 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
-        match Self::within(deadline, client.get_data(&self.waiter_path(name, waiter))).await {
-            Ok(Ok((data, _))) => Ok(Ticket::decode(&data)),
-            Ok(Err(zk::Error::NoNode)) => Ok(None),
-            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
-            Err(e) => Err(self.read_failed(Err(e))),
-        }
+        let found = self
+            .read_node(deadline, client.get_data(&self.waiter_path(name, waiter)))
+            .await?;
+        Ok(found.and_then(|(data, _)| Ticket::decode(&data)))
     }
 
     pub(super) async fn leave_queue(
