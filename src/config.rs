@@ -71,10 +71,10 @@ pub struct ServeArgs {
     /// How long one request may spend on the store before it answers 503.
     #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
     pub store_timeout_ms: u64,
-    /// How long a released lock's record stays before it is deleted. Must be more than twice
-    /// --store-timeout-ms: ZooKeeper restarts a node's version when the node is created again,
-    /// and the delay keeps any decision in flight from meeting a new node at an old version.
-    #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 10_000)]
+    /// How long a released lock's free record waits before each of the two phases of its
+    /// deletion (see the README). Must exceed 2 x --store-timeout-ms + 1.5 x
+    /// --zk-session-timeout-ms: ZooKeeper restarts a node's version when it is created again.
+    #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 15_000)]
     pub gc_delay_ms: u64,
     /// The ZooKeeper session timeout.
     #[arg(
@@ -116,9 +116,14 @@ impl ServeArgs {
         if self.store_timeout_ms == 0 {
             return Err("--store-timeout-ms must be at least 1".into());
         }
-        // A cached version is used for up to half the delay, plus one request timeout.
-        if self.gc_delay_ms <= 2 * self.store_timeout_ms {
-            return Err("--gc-delay-ms must be more than twice --store-timeout-ms".into());
+        // The longest a write may take to land after the read it was planned on: a cached
+        // read (up to one request timeout old), the request's own timeout, and a request that
+        // the ZooKeeper client queued across a reconnect (up to 1.5 session timeouts).
+        let write_window = 2 * self.store_timeout_ms + self.zk_session_timeout_ms * 3 / 2;
+        if self.gc_delay_ms <= write_window {
+            return Err(format!(
+                "--gc-delay-ms must be more than 2 x --store-timeout-ms + 1.5 x --zk-session-timeout-ms ({write_window})"
+            ));
         }
         if self
             .api_tokens
@@ -140,5 +145,22 @@ impl ServeArgs {
                 Command::Bench(_) => None,
             })
             .expect("the defaults parse")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_the_gc_delay_must_cover_every_write_window() {
+        let mut args = ServeArgs::defaults();
+        assert_eq!(args.check(), Ok(()));
+        args.gc_delay_ms = 2 * args.store_timeout_ms + args.zk_session_timeout_ms * 3 / 2;
+        assert!(args.check().is_err());
+        args.gc_delay_ms += 1;
+        assert_eq!(args.check(), Ok(()));
+        args.lock_root = "relative".into();
+        assert!(args.check().is_err());
     }
 }

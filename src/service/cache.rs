@@ -22,8 +22,8 @@ const MAX_ENTRIES: usize = 200_000;
 
 pub struct RecordCache {
     entries: Mutex<HashMap<LockName, (LockRecord, Version, Instant)>>,
-    /// Entries older than this are ignored: shorter than the garbage-collection delay, so a
-    /// cached version never outlives the record it describes (see `gc`).
+    /// Entries older than this are ignored, so a cached version is never older than the
+    /// collector allows for (see `gc`).
     max_age: Duration,
 }
 

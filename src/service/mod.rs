@@ -186,7 +186,9 @@ impl LockService {
             replies: replies::ReplyCache::default(),
             events,
             metrics,
-            cache: cache::RecordCache::new(gc_delay / 2),
+            // Cached versions are only used while they are younger than one request timeout,
+            // which `ServeArgs::check` counts in the collector's delay.
+            cache: cache::RecordCache::new(store_timeout),
             local: cache::LocalWaiters::default(),
         }
     }

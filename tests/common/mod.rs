@@ -47,7 +47,7 @@ pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
         "--zk-session-timeout-ms".into(),
         "4000".into(),
         "--gc-delay-ms".into(),
-        "2500".into(),
+        "8500".into(),
     ];
     flags.extend(extra.iter().map(|s| s.to_string()));
     flags
@@ -65,7 +65,7 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args.lock_root = format!("{root}/locks");
     args.state_root = format!("{root}/state");
     args.store_timeout_ms = 1000;
-    args.gc_delay_ms = 2500;
+    args.gc_delay_ms = 8500;
     args.zk_session_timeout_ms = 4000;
     args
 }
