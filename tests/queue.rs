@@ -259,9 +259,11 @@ async fn one_release_wakes_one_waiter_not_fifty() {
         .collect();
     wait_for_waiters(&svc, "herd", 50).await;
     let before = wakeups(&svc).await;
-    let (_, released) = svc
+    let (status, released) = svc
         .release("herd", held["lease_id"].as_str().unwrap())
         .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    assert_eq!(released["lock"]["state"], "held", "the release hands over: {released}");
     let new_holder = released["lock"]["owner"].as_str().unwrap().to_owned();
     // The new holder's call returns; the waiter behind it becomes the head and re-arms.
     eventually(WAIT, "the handoff to complete", || async {

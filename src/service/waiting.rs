@@ -163,6 +163,9 @@ impl LockService {
             crate::model::LeaseId::random(),
             received_at,
         );
+        if let Err(error) = self.mark_queued(name).await {
+            return Err(error);
+        }
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
             Err(error) => {
@@ -176,6 +179,31 @@ impl LockService {
             .await;
         self.local.unregister(name, &me.id);
         outcome
+    }
+
+    /// Makes sure the record says callers are queued *before* this one joins: a release that
+    /// skips reading the queue (it writes on the version it wrote itself) then always finds
+    /// the version moved, and reads the queue instead of freeing the lock past a waiter.
+    async fn mark_queued(&self, name: &LockName) -> Result<(), ServiceError> {
+        let deadline = self.deadline();
+        for _ in 0..super::MAX_ROUNDS {
+            let Some(stored) = self.store.read(name, deadline).await? else {
+                return Ok(());
+            };
+            if stored.record.queued || stored.record.holder.is_none() {
+                return Ok(());
+            }
+            let marked = LockRecord {
+                queued: true,
+                ..stored.record.clone()
+            };
+            if let Put::Landed(..) = self.put(name, Some(&stored), marked, deadline).await? {
+                return Ok(());
+            }
+        }
+        Err(ServiceError::StoreUnavailable(
+            "the lock changed too often to decide".into(),
+        ))
     }
 
     async fn wait_turn(
