@@ -263,7 +263,10 @@ async fn one_release_wakes_one_waiter_not_fifty() {
         .release("herd", held["lease_id"].as_str().unwrap())
         .await;
     assert_eq!(status, StatusCode::OK, "{released}");
-    assert_eq!(released["lock"]["state"], "held", "the release hands over: {released}");
+    assert_eq!(
+        released["lock"]["state"], "held",
+        "the release hands over: {released}"
+    );
     let new_holder = released["lock"]["owner"].as_str().unwrap().to_owned();
     // The new holder's call returns; the waiter behind it becomes the head and re-arms.
     eventually(WAIT, "the handoff to complete", || async {

@@ -163,9 +163,7 @@ impl LockService {
             crate::model::LeaseId::random(),
             received_at,
         );
-        if let Err(error) = self.mark_queued(name).await {
-            return Err(error);
-        }
+        self.mark_queued(name).await?;
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
             Err(error) => {
