@@ -1,0 +1,118 @@
+//! Creating lock records in ZooKeeper: the parents of nested names (containers), the
+//! create transaction that never leaves a record at version 0, and replacing an empty node.
+
+use std::time::Instant;
+
+use zookeeper_client as zk;
+
+use super::{NoAnswer, ZkStore};
+use crate::model::LockName;
+use crate::record::LockRecord;
+use crate::store::{StoreError, Version, WriteOutcome};
+
+impl ZkStore {
+    /// Creates the lock root (persistent) and the intermediate nodes of `name` (containers).
+    pub(super) async fn create_parents(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let mut path = String::new();
+        let root_parts = self.lock_root.split('/').filter(|p| !p.is_empty()).count();
+        let parts: Vec<&str> = self
+            .lock_root
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .chain(name.parts())
+            .collect();
+        for (depth, part) in parts[..parts.len() - 1].iter().enumerate() {
+            path.push('/');
+            path.push_str(part);
+            let mode = if depth < root_parts {
+                zk::CreateMode::Persistent
+            } else {
+                zk::CreateMode::Container
+            };
+            let options = mode.with_acls(zk::Acls::anyone_all());
+            match Self::within(deadline, client.create(&path, b"", &options)).await {
+                Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {}
+                Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+                Err(e) => return Err(self.write_failed(Err(e))),
+            }
+        }
+        Ok(())
+    }
+
+    /// A record is never written into an empty znode: it may be a container, which the server
+    /// would reap, and ZooKeeper does not tell a client which nodes are containers. A childless
+    /// empty node is swapped for a persistent one in one transaction instead.
+    pub(super) async fn replace_empty_node(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        let mut writer = client.new_multi_writer();
+        let data = record.encode();
+        let staged = writer
+            .add_delete(&path, Some(version.number))
+            .and_then(|_| stage_create(&mut writer, &path, &data));
+        if let Err(e) = staged {
+            return Err(StoreError::Unavailable(e.to_string()));
+        }
+        match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
+            Ok(Err(zk::MultiWriteError::OperationFailed { source, .. })) => match source {
+                zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {
+                    Ok(WriteOutcome::Conflict)
+                }
+                zk::Error::NotEmpty => Ok(WriteOutcome::NestedLocks),
+                other => Err(self.write_failed(Ok(other))),
+            },
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                Err(self.write_failed(Ok(source)))
+            }
+            Ok(Ok(results)) => written(&results),
+        }
+    }
+}
+
+/// Stages the creation of a record. The record is created and at once rewritten in the same
+/// transaction, so a record never sits at version 0. Version 0 then only ever names an empty
+/// (container) node, and a write conditioned on it can never land on a record created in its
+/// place. The rewrite also yields a valid Stat, which a create inside a multi does not on
+/// ZooKeeper 3.8.0 (ZOOKEEPER-4026).
+pub(crate) fn stage_create(
+    writer: &mut zk::MultiWriter<'_>,
+    path: &str,
+    data: &[u8],
+) -> Result<(), zk::Error> {
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    writer.add_create(path, data, &options)?;
+    writer.add_set_data(path, data, Some(0))
+}
+
+/// The zxid and version a committed record write left, from its setData result.
+pub(crate) fn written(results: &[zk::MultiWriteResult]) -> Result<WriteOutcome, StoreError> {
+    results
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            zk::MultiWriteResult::SetData { stat } => Some(WriteOutcome::Written {
+                zxid: stat.mzxid,
+                version: stat.version,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| StoreError::OutcomeUnknown("a record write returned no stat".into()))
+}
