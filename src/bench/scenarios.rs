@@ -1,10 +1,9 @@
 //! The benchmark scenarios. Each client is a task with its own loop on one shared HTTP
 //! connection pool; bodies are prepared once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::routing::post;
 use serde_json::{json, Value};
 use zookeeper_client as zk;
 
@@ -13,13 +12,11 @@ use super::{window, BenchArgs, Row};
 
 pub struct Bench {
     pub(super) args: BenchArgs,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     zk: zk::Client,
     /// A prefix that keeps this run's locks apart from earlier runs'.
-    run: String,
+    pub(super) run: String,
 }
-
-type Arrivals = Arc<Mutex<Vec<(String, Instant)>>>;
 
 impl Bench {
     pub async fn new(args: &BenchArgs) -> Result<Bench, String> {
@@ -54,7 +51,7 @@ impl Bench {
         format!("{}/v1/locks/{name}/{action}", self.args.url)
     }
 
-    fn lock_url(&self, name: &str, action: &str) -> String {
+    pub(super) fn lock_url(&self, name: &str, action: &str) -> String {
         format!("{}/v1/locks/{}-{name}/{action}", self.args.url, self.run)
     }
 
@@ -295,157 +292,6 @@ impl Bench {
                 counts.iter().min().unwrap_or(&0),
                 counts.iter().max().unwrap_or(&0)
             ),
-        })
-    }
-
-    /// From a release to the next waiter's 200: one holder, one waiter that queued first.
-    pub async fn handoff(self: &Arc<Self>) -> Result<Row, String> {
-        let rounds = self.args.cycles.max(10) / 2;
-        let warm = self.args.warmup.min(50);
-        let mut samples = Vec::with_capacity(rounds);
-        let waiting =
-            json!({"owner": "next", "lease_ms": 60_000, "waiting_ms": 30_000}).to_string();
-        for round in 0..rounds + warm {
-            let held = json!({"owner": "first", "lease_ms": 60_000}).to_string();
-            let (status, first) = self.post(&self.lock_url("h", "acquire"), &held).await?;
-            if status != 200 {
-                return Err(format!("holder acquire answered {status}: {first}"));
-            }
-            let bench = self.clone();
-            let body = waiting.clone();
-            let next = tokio::spawn(async move {
-                let answer = bench.post(&bench.lock_url("h", "acquire"), &body).await;
-                (answer, Instant::now())
-            });
-            // Release only once the waiter is in the queue.
-            let info_url = format!("{}/v1/locks/{}-h", self.args.url, self.run);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let response = self
-                    .http
-                    .get(&info_url)
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let info: Value =
-                    serde_json::from_slice(&response.bytes().await.map_err(|e| e.to_string())?)
-                        .unwrap_or(Value::Null);
-                if info["waiters"] == 1 {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err("the waiter never queued".into());
-                }
-            }
-            let release = json!({"lease_id": first["lease_id"]}).to_string();
-            let sent = Instant::now();
-            self.post(&self.lock_url("h", "release"), &release).await?;
-            let (answer, got) = next.await.map_err(|e| e.to_string())?;
-            let (status, granted) = answer?;
-            if status != 200 {
-                return Err(format!("waiter answered {status}: {granted}"));
-            }
-            if round >= warm {
-                samples.push(got.saturating_duration_since(sent));
-            }
-            let release = json!({"lease_id": granted["lease_id"]}).to_string();
-            self.post(&self.lock_url("h", "release"), &release).await?;
-        }
-        let n = samples.len();
-        Ok(Row {
-            scenario: "handoff: release → next waiter's 200".into(),
-            clients: 2,
-            operations: n,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
-            note: "from sending the release to the waiter receiving its grant".into(),
-            ..Row::default()
-        })
-    }
-
-    /// From a preemption request to the holder's webhook arrival.
-    pub async fn preempt(&self) -> Result<Row, String> {
-        let arrivals: Arrivals = Arc::default();
-        let seen = arrivals.clone();
-        let app = axum::Router::new().route(
-            "/hook",
-            post(move |body: axum::body::Bytes| {
-                let seen = seen.clone();
-                async move {
-                    let at = Instant::now();
-                    let event: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    if event["type"] == "lock.cleanup_requested" {
-                        let who = event["data"]["requestor"]["owner"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned();
-                        seen.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push((who, at));
-                    }
-                    axum::http::StatusCode::NO_CONTENT
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| e.to_string())?;
-        let hook = format!(
-            "http://{}/hook",
-            listener.local_addr().map_err(|e| e.to_string())?
-        );
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let rounds = (self.args.cycles / 10).max(5);
-        let mut samples = Vec::new();
-        for round in 0..rounds + self.args.warmup.min(20) {
-            let holder = json!({"owner": "holder", "lease_ms": 60_000, "priority": 1, "cleanup_ms": 60_000, "notify_url": hook}).to_string();
-            let (status, held) = self.post(&self.lock_url("pre", "acquire"), &holder).await?;
-            if status != 200 {
-                server.abort();
-                return Ok(Row {
-                    scenario: "preempt: request → webhook arrival".into(),
-                    note: format!("skipped: the service refused notify_url ({held}); run it with --webhook-secret and --webhook-allow-private"),
-                    ..Row::default()
-                });
-            }
-            let who = format!("pre-{round}");
-            let preempt =
-                json!({"owner": who, "lease_ms": 1000, "priority": 2, "waiting_ms": 0}).to_string();
-            let sent = Instant::now();
-            self.post(&self.lock_url("pre", "acquire"), &preempt)
-                .await?;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let arrived = loop {
-                if let Some((_, at)) = arrivals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .find(|(w, _)| *w == who)
-                {
-                    break *at;
-                }
-                if Instant::now() > deadline {
-                    return Err(format!("no webhook for {who} within 10 s"));
-                }
-                tokio::time::sleep(Duration::from_micros(200)).await;
-            };
-            if round >= self.args.warmup.min(20) {
-                samples.push(arrived.saturating_duration_since(sent));
-            }
-            let release = json!({"lease_id": held["lease_id"]}).to_string();
-            self.post(&self.lock_url("pre", "release"), &release)
-                .await?;
-        }
-        server.abort();
-        let n = samples.len();
-        Ok(Row {
-            scenario: "preempt: request → webhook arrival".into(),
-            clients: 1,
-            operations: n,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
-            note: "measured by the bench's own receiver on loopback".into(),
-            ..Row::default()
         })
     }
 }

@@ -1,8 +1,18 @@
-//! Acquiring without waiting: a free or expired lock is granted at once, and a lock this
-//! instance wrote last is written straight away on its cached version. A call that must wait
-//! (to queue, or to preempt) goes on to `waiting`.
+//! The acquire call: joins a retry with the same request_id to its first call, runs the
+//! immediate path inline (a free or expired lock is granted at once, and a lock this instance
+//! wrote last is written straight away on its cached version), and runs a call that must
+//! wait (to queue, or to preempt) on a task of its own (see `waiting`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::{info, warn};
 
 use super::events::{audit_override, Metrics};
+use super::leaving::UndoGrant;
+use super::replies::{Flight, OutcomeReceiver};
+use super::waiting::Cancelled;
+use super::AcquireOutcome;
 use super::{
     refused, snapshot, token_of, Granted, Immediate, LockService, Put, Read, Refusal, ServiceError,
     MAX_ROUNDS,
@@ -13,6 +23,85 @@ use crate::record::LockRecord;
 use crate::store::Stored;
 
 impl LockService {
+    /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
+    /// disconnected), the grant is released again, so no lock is left held by nobody.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        name: LockName,
+        request: AcquireRequest,
+    ) -> AcquireOutcome {
+        let received = Instant::now();
+        if request.priority == Priority::OVERRIDE {
+            audit_override(
+                &name,
+                request.owner.as_str(),
+                None,
+                &request.message,
+                "requested",
+            );
+        }
+        let new_lease = LeaseId::random();
+        if request.request_id.is_none() {
+            // The common case runs inline. If the caller goes away mid-call, the guard
+            // releases whatever this call may have granted.
+            let mut guard = UndoGrant {
+                service: self.clone(),
+                name: name.clone(),
+                lease: new_lease,
+                armed: true,
+            };
+            let immediate = self.acquire_now(&name, &request, new_lease).await;
+            guard.armed = false;
+            if let Immediate::Done(outcome) = immediate {
+                return outcome;
+            }
+        }
+        let (sender, receiver) = match &request.request_id {
+            Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
+                Flight::Finished(outcome) => return *outcome,
+                Flight::Joined(receiver) => return outcome_of(receiver).await,
+                Flight::Lead(sender, receiver) => (sender, receiver),
+            },
+            None => {
+                let (sender, receiver) = tokio::sync::watch::channel(None);
+                (Arc::new(sender), receiver)
+            }
+        };
+        let service = self.clone();
+        tokio::spawn(async move {
+            let listeners = sender.clone();
+            let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
+            let outcome = match service.acquire_now(&name, &request, new_lease).await {
+                Immediate::Done(outcome) => outcome,
+                Immediate::MustWait => {
+                    service
+                        .wait_in_queue(&name, &request, received, cancelled)
+                        .await
+                }
+            };
+            // A call with a request_id is not undone: its retry must find the grant.
+            let undo = request.request_id.is_none()
+                && sender.receiver_count() == 0
+                && matches!(&outcome, Ok(granted) if granted.fresh);
+            if let Some(id) = &request.request_id {
+                service.replies.finish(
+                    &name,
+                    id,
+                    &request.request_digest,
+                    (!undo).then_some(&outcome),
+                );
+            }
+            if let (true, Ok(granted)) = (undo, &outcome) {
+                info!(lock = %name, "caller went away before its grant was delivered; releasing it");
+                if let Err(error) = service.release(&name, &granted.lease_id).await {
+                    warn!(lock = %name, %error, "could not undo an undelivered grant; its lease will run out");
+                }
+            }
+            sender.send_replace(Some(outcome));
+        });
+        outcome_of(receiver).await
+    }
+
     /// Acquires without waiting, or says that the call must wait in the queue.
     pub(super) async fn acquire_now(
         &self,
@@ -134,5 +223,14 @@ impl LockService {
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))
+    }
+}
+
+async fn outcome_of(mut receiver: OutcomeReceiver) -> AcquireOutcome {
+    match receiver.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone().expect("waited for Some"),
+        Err(_) => Err(ServiceError::StoreUnavailable(
+            "the acquire task ended without an outcome".into(),
+        )),
     }
 }

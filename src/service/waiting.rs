@@ -5,21 +5,17 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use tracing::{info, warn};
 
 use super::events::{audit_override, EventKind, Metrics};
-use super::leaving::UndoGrant;
-use super::replies::{Flight, OutcomeReceiver};
 use super::{
-    refused, snapshot, token_of, AcquireOutcome, Granted, Immediate, LockService, Put, Read,
-    Refusal, ServiceError,
+    refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
+    ServiceError,
 };
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
-use crate::model::{LeaseId, LockName, Priority, UnixMillis};
+use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
@@ -60,95 +56,7 @@ fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
     Instant::now() + Duration::from_millis(ms)
 }
 
-async fn outcome_of(mut receiver: OutcomeReceiver) -> AcquireOutcome {
-    match receiver.wait_for(Option::is_some).await {
-        Ok(outcome) => outcome.clone().expect("waited for Some"),
-        Err(_) => Err(ServiceError::StoreUnavailable(
-            "the acquire task ended without an outcome".into(),
-        )),
-    }
-}
-
 impl LockService {
-    /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
-    /// disconnected), the grant is released again, so no lock is left held by nobody.
-    pub async fn acquire(
-        self: &Arc<Self>,
-        name: LockName,
-        request: AcquireRequest,
-    ) -> AcquireOutcome {
-        let received = Instant::now();
-        if request.priority == Priority::OVERRIDE {
-            audit_override(
-                &name,
-                request.owner.as_str(),
-                None,
-                &request.message,
-                "requested",
-            );
-        }
-        let new_lease = LeaseId::random();
-        if request.request_id.is_none() {
-            // The common case runs inline. If the caller goes away mid-call, the guard
-            // releases whatever this call may have granted.
-            let mut guard = UndoGrant {
-                service: self.clone(),
-                name: name.clone(),
-                lease: new_lease,
-                armed: true,
-            };
-            let immediate = self.acquire_now(&name, &request, new_lease).await;
-            guard.armed = false;
-            if let Immediate::Done(outcome) = immediate {
-                return outcome;
-            }
-        }
-        let (sender, receiver) = match &request.request_id {
-            Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
-                Flight::Finished(outcome) => return *outcome,
-                Flight::Joined(receiver) => return outcome_of(receiver).await,
-                Flight::Lead(sender, receiver) => (sender, receiver),
-            },
-            None => {
-                let (sender, receiver) = tokio::sync::watch::channel(None);
-                (Arc::new(sender), receiver)
-            }
-        };
-        let service = self.clone();
-        tokio::spawn(async move {
-            let listeners = sender.clone();
-            let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
-            let outcome = match service.acquire_now(&name, &request, new_lease).await {
-                Immediate::Done(outcome) => outcome,
-                Immediate::MustWait => {
-                    service
-                        .wait_in_queue(&name, &request, received, cancelled)
-                        .await
-                }
-            };
-            // A call with a request_id is not undone: its retry must find the grant.
-            let undo = request.request_id.is_none()
-                && sender.receiver_count() == 0
-                && matches!(&outcome, Ok(granted) if granted.fresh);
-            if let Some(id) = &request.request_id {
-                service.replies.finish(
-                    &name,
-                    id,
-                    &request.request_digest,
-                    (!undo).then_some(&outcome),
-                );
-            }
-            if let (true, Ok(granted)) = (undo, &outcome) {
-                info!(lock = %name, "caller went away before its grant was delivered; releasing it");
-                if let Err(error) = service.release(&name, &granted.lease_id).await {
-                    warn!(lock = %name, %error, "could not undo an undelivered grant; its lease will run out");
-                }
-            }
-            sender.send_replace(Some(outcome));
-        });
-        outcome_of(receiver).await
-    }
-
     pub(super) async fn wait_in_queue(
         &self,
         name: &LockName,
