@@ -249,36 +249,22 @@ impl Bench {
         Ok((all, window(&self.args), warm))
     }
 
-    pub async fn parallel(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+    /// Runs `clients` loops for the window and reports them, with the server's counters.
+    async fn throughput(
+        self: &Arc<Self>,
+        clients: usize,
+        shared: bool,
+        scenario: &str,
+    ) -> Result<(Row, Vec<usize>), String> {
         let before = server_counts(&self.args.zk);
-        let (per_client, span, warm) = self.loops(clients, false).await?;
-        let after = server_counts(&self.args.zk);
-        let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
-        let total = samples.len();
-        let (w, r) = per_op(before, after, total + warm);
-        Ok(Row {
-            scenario: "parallel: own lock each, acquire+release".into(),
-            clients,
-            operations: total,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
-            per_second: total as f64 / span.as_secs_f64(),
-            zk_writes_per_op: w,
-            zk_reads_per_op: r,
-            note: "p50/p99: the acquire".into(),
-        })
-    }
-
-    pub async fn contended(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
-        let before = server_counts(&self.args.zk);
-        let (per_client, span, warm) = self.loops(clients, true).await?;
+        let (per_client, span, warm) = self.loops(clients, shared).await?;
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
         let total = samples.len();
         let (w, r) = per_op(before, after, total + warm);
-        Ok(Row {
-            scenario: "contended: one lock, waiting acquire+release".into(),
+        let row = Row {
+            scenario: scenario.into(),
             clients,
             operations: total,
             p50_us: percentile(&mut samples, 50.0),
@@ -286,12 +272,35 @@ impl Bench {
             per_second: total as f64 / span.as_secs_f64(),
             zk_writes_per_op: w,
             zk_reads_per_op: r,
-            note: format!(
-                "p50/p99: the wait; fairness (Jain) {:.3}, grants per client {}–{}",
-                jain(&counts),
-                counts.iter().min().unwrap_or(&0),
-                counts.iter().max().unwrap_or(&0)
-            ),
+            note: String::new(),
+        };
+        Ok((row, counts))
+    }
+
+    pub async fn parallel(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+        let (row, _) = self
+            .throughput(clients, false, "parallel: own lock each, acquire+release")
+            .await?;
+        Ok(Row {
+            note: "p50/p99: the acquire".into(),
+            ..row
         })
+    }
+
+    pub async fn contended(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+        let (row, counts) = self
+            .throughput(
+                clients,
+                true,
+                "contended: one lock, waiting acquire+release",
+            )
+            .await?;
+        let note = format!(
+            "p50/p99: the wait; fairness (Jain) {:.3}, grants per client {}–{}",
+            jain(&counts),
+            counts.iter().min().unwrap_or(&0),
+            counts.iter().max().unwrap_or(&0)
+        );
+        Ok(Row { note, ..row })
     }
 }

@@ -318,18 +318,14 @@ impl LockService {
 
     pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
         let now = UnixMillis::now();
-        let Read {
-            record,
-            queue,
-            stored,
-            ..
-        } = self.read(name, self.deadline(), now, false).await?;
-        // A held lock's waiters are shown too; reading them costs one more read.
-        let queue = if stored.is_some() && queue.is_empty() {
-            self.store.queue(name, self.deadline()).await?
-        } else {
-            queue
+        let deadline = self.deadline();
+        let stored = self.store.read(name, deadline).await?;
+        // A lock with a record may have waiters, shown too; one read of its queue.
+        let queue = match &stored {
+            Some(_) => self.store.queue(name, deadline).await?,
+            None => Vec::new(),
         };
+        let record = stored.map(|s| s.record).unwrap_or_default();
         Ok(snapshot(name, &record, &queue, now))
     }
 
