@@ -75,9 +75,11 @@ pub struct Requestor {
 pub struct LockRecord {
     pub holder: Option<Holder>,
     pub requestor: Option<Requestor>,
-    /// Callers may be waiting in the lock's queue. A caller that joins sets it if it is not
-    /// set, so the record's version changes and a release cannot skip reading the queue.
-    pub queued: bool,
+    /// `Some(p)`: callers may be waiting in the lock's queue, and `p` is the highest priority
+    /// any of them had (a high-water mark, kept until the queue empties). A caller that joins
+    /// writes the record when it is not queued or when the caller's priority is higher, so
+    /// the record's version changes and a release cannot pass over it on what it knew.
+    pub queued: Option<u32>,
 }
 
 impl LockRecord {
@@ -85,7 +87,7 @@ impl LockRecord {
         LockRecord {
             holder: Some(holder),
             requestor: None,
-            queued: false,
+            queued: None,
         }
     }
 
@@ -154,7 +156,7 @@ impl LockRecord {
                 r.cleanup_deadline.map(|d| d.0.to_string()),
             );
         }
-        put(&mut f, "LW_QUEUED", self.queued.then(|| "true".to_string()));
+        put(&mut f, "LW_QUEUED", self.queued.map(|p| p.to_string()));
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_ID", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
@@ -232,7 +234,11 @@ impl LockRecord {
                 cleanup_deadline: long("LW_CLEANUP_DEADLINE").map(UnixMillis),
             }),
         };
-        let queued = text("LW_QUEUED") == Some("true");
+        // "true" (earlier builds) names no priority: the highest possible is the safe reading.
+        let queued = text("LW_QUEUED").and_then(|q| match q {
+            "true" => Some(u32::MAX),
+            number => number.parse().ok(),
+        });
         Ok(LockRecord {
             holder,
             requestor,
@@ -287,7 +293,7 @@ mod tests {
                 forceful: true,
                 cleanup_deadline: Some(UnixMillis(1_800_000_000_100)),
             }),
-            queued: true,
+            queued: Some(9),
         };
         assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);
         let free = LockRecord::default();

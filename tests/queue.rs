@@ -4,6 +4,7 @@
 #[macro_use]
 mod common;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -202,7 +203,100 @@ async fn a_retried_request_joins_the_running_wait(svc: Service) {
     );
 }
 
+/// A waiting acquire on its own task; its answer is the grant.
+fn waiting_acquire(
+    svc: &Arc<Service>,
+    name: &'static str,
+    who: &str,
+    priority: u32,
+) -> JoinHandle<Value> {
+    let svc = svc.clone();
+    let body =
+        json!({"owner": who, "lease_ms": 30_000, "priority": priority, "waiting_ms": 20_000});
+    tokio::spawn(async move {
+        let (status, body) = svc.acquire(name, body).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    })
+}
+
+async fn queue_reads_saved(svc: &Service) -> u64 {
+    let text = svc.metrics().await;
+    counter(&text, "lockwarden_queue_reads_saved_total")
+}
+
+/// Waits for `who`'s acquire to be granted and returns its lease.
+async fn granted_to(tasks: &mut HashMap<&str, JoinHandle<Value>>, who: &str) -> String {
+    let body = tokio::time::timeout(WAIT, tasks.remove(who).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["lock"]["owner"], who);
+    body["lease_id"].as_str().unwrap().to_owned()
+}
+
+/// A release hands the lock on from the queue it remembers from the previous hand-off,
+/// without reading it again.
+async fn a_release_hands_on_from_the_queue_it_remembers(svc: Service) {
+    let svc = Arc::new(svc);
+    let mut lease = svc.must_acquire("remembered", "top", 60_000).await["lease_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut tasks = HashMap::new();
+    for (i, who) in ["a", "b", "c"].into_iter().enumerate() {
+        tasks.insert(who, waiting_acquire(&svc, "remembered", who, 0));
+        wait_for_waiters(&svc, "remembered", i as u64 + 1).await;
+    }
+    svc.release("remembered", &lease).await;
+    lease = granted_to(&mut tasks, "a").await;
+    let saved = queue_reads_saved(&svc).await;
+    for (i, who) in ["b", "c"].into_iter().enumerate() {
+        svc.release("remembered", &lease).await;
+        lease = granted_to(&mut tasks, who).await;
+        assert_eq!(queue_reads_saved(&svc).await, saved + i as u64 + 1);
+    }
+    svc.release("remembered", &lease).await;
+    assert_eq!(svc.info("remembered").await["state"], "free");
+}
+
+/// What a release remembers never passes over a caller of higher priority that joined
+/// since: joining above the priority the record names changes the record.
+async fn a_higher_caller_joining_later_is_not_passed_over(svc: Service) {
+    let svc = Arc::new(svc);
+    let (_, top) = svc
+        .acquire(
+            "later",
+            json!({"owner": "top", "lease_ms": 60_000, "priority": 10}),
+        )
+        .await;
+    let top_lease = top["lease_id"].as_str().unwrap();
+    let mut tasks = HashMap::new();
+    for (i, who) in ["a", "b"].into_iter().enumerate() {
+        tasks.insert(who, waiting_acquire(&svc, "later", who, 1));
+        wait_for_waiters(&svc, "later", i as u64 + 1).await;
+    }
+    // A renewal reads the queue and remembers it: [a, b].
+    let (status, _) = svc
+        .renew("later", json!({"lease_id": top_lease, "lease_ms": 60_000}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    tasks.insert("d", waiting_acquire(&svc, "later", "d", 3));
+    wait_for_waiters(&svc, "later", 3).await;
+    svc.release("later", top_lease).await;
+    let mut lease = granted_to(&mut tasks, "d").await;
+    assert!(!tasks["a"].is_finished() && !tasks["b"].is_finished());
+    for who in ["a", "b"] {
+        svc.release("later", &lease).await;
+        lease = granted_to(&mut tasks, who).await;
+    }
+    svc.release("later", &lease).await;
+    assert_eq!(svc.info("later").await["state"], "free");
+}
+
 on_both_stores!(
+    a_release_hands_on_from_the_queue_it_remembers,
+    a_higher_caller_joining_later_is_not_passed_over,
     ten_clients_are_served_one_at_a_time_in_arrival_order,
     waiters_are_served_by_priority_then_arrival,
     a_waiter_times_out_and_leaves_nothing_behind,
@@ -219,15 +313,7 @@ fn counter(metrics: &str, series: &str) -> u64 {
 
 /// Wake-ups so far: (by the record or an in-process hand-off, by a predecessor, by a timer).
 async fn wakeups(svc: &Service) -> (u64, u64, u64) {
-    let text = svc
-        .http
-        .get(format!("{}/metrics", svc.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = svc.metrics().await;
     let get = |cause| {
         counter(
             &text,

@@ -133,15 +133,7 @@ async fn the_target_is_checked_again_at_delivery() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     eventually(WAIT, "B to refuse the loopback target", || async {
-        let metrics = b
-            .http
-            .get(format!("{}/metrics", b.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = b.metrics().await;
         metrics.contains("lockwarden_webhooks_total{result=\"refused_target\"} 2")
     })
     .await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+mod client;
 mod latency;
 mod memory;
 mod scenarios;

@@ -4,11 +4,58 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 use zookeeper_client as zk;
 
+use super::client::Connection;
+
 use super::stats::{jain, per_op, percentile, server_counts};
 use super::{window, BenchArgs, Row};
+
+/// One measuring loop's client: its own connection, and its requests prepared once.
+struct Client {
+    connection: Connection,
+    acquire_path: String,
+    release_path: String,
+    acquire: Bytes,
+}
+
+impl Client {
+    /// One acquire (waiting if the prepared body says so) and one release; returns the
+    /// acquire's latency.
+    async fn cycle(&mut self) -> Result<Duration, String> {
+        let started = Instant::now();
+        let granted = self
+            .connection
+            .post(&self.acquire_path, self.acquire.clone())
+            .await?;
+        let waited = started.elapsed();
+        let lease_id = match granted.lease_id() {
+            Some(id) if granted.status == 200 => id,
+            _ => {
+                return Err(format!(
+                    "acquire {} answered {}: {}",
+                    self.acquire_path,
+                    granted.status,
+                    granted.text()
+                ))
+            }
+        };
+        let release = Bytes::from(format!(r#"{{"lease_id":"{lease_id}"}}"#));
+        let released = self.connection.post(&self.release_path, release).await?;
+        if released.status != 200 {
+            return Err(format!(
+                "release {} answered {}: {}; the acquire had answered {}",
+                self.release_path,
+                released.status,
+                released.text(),
+                granted.text()
+            ));
+        }
+        Ok(waited)
+    }
+}
 
 pub struct Bench {
     pub(super) args: BenchArgs,
@@ -71,29 +118,22 @@ impl Bench {
         Ok((status, body))
     }
 
-    /// One acquire (waiting if `waiting_ms`) and one release; returns the acquire's latency.
-    async fn cycle(
+    /// One client's connection and the path and body of its acquire, prepared once.
+    async fn client(
         &self,
         name: &str,
         owner: &str,
         waiting_ms: Option<u64>,
-    ) -> Result<Duration, String> {
-        let body =
+    ) -> Result<Client, String> {
+        let connection = Connection::open(&self.args.url, self.args.token.as_deref()).await?;
+        let acquire =
             json!({"owner": owner, "lease_ms": 60_000, "waiting_ms": waiting_ms}).to_string();
-        let started = Instant::now();
-        let (status, granted) = self.post(&self.lock_url(name, "acquire"), &body).await?;
-        let waited = started.elapsed();
-        if status != 200 {
-            return Err(format!("acquire {name} answered {status}: {granted}"));
-        }
-        let release = json!({"lease_id": granted["lease_id"]}).to_string();
-        let (status, body) = self.post(&self.lock_url(name, "release"), &release).await?;
-        if status != 200 {
-            return Err(format!(
-                "release {name} answered {status}: {body}; the acquire had answered {granted}"
-            ));
-        }
-        Ok(waited)
+        Ok(Client {
+            connection,
+            acquire_path: format!("/v1/locks/{}-{name}/acquire", self.run),
+            release_path: format!("/v1/locks/{}-{name}/release", self.run),
+            acquire: Bytes::from(acquire),
+        })
     }
 
     pub async fn floor_sequential(&self) -> Result<Row, String> {
@@ -180,15 +220,16 @@ impl Bench {
     }
 
     pub async fn uncontended(&self) -> Result<Row, String> {
+        let mut client = self.client("u", "bench", None).await?;
         for _ in 0..self.args.warmup {
-            self.cycle("u", "bench", None).await?;
+            client.cycle().await?;
         }
         let mut samples = Vec::with_capacity(self.args.cycles);
         let before = server_counts(&self.args.zk);
         let started = Instant::now();
         for _ in 0..self.args.cycles {
             let t = Instant::now();
-            self.cycle("u", "bench", None).await?;
+            client.cycle().await?;
             samples.push(t.elapsed());
         }
         let elapsed = started.elapsed();
@@ -226,15 +267,16 @@ impl Bench {
                     };
                     let wait = shared.then_some(120_000);
                     let owner = format!("client-{c}");
+                    let mut client = bench.client(&name, &owner, wait).await?;
                     let mut warm = 0;
                     while Instant::now() < warm_end {
-                        bench.cycle(&name, &owner, wait).await?;
+                        client.cycle().await?;
                         warm += 1;
                     }
                     let end = warm_end + window(&bench.args);
                     let mut samples = Vec::new();
                     while Instant::now() < end {
-                        samples.push(bench.cycle(&name, &owner, wait).await?);
+                        samples.push(client.cycle().await?);
                     }
                     Ok::<(Vec<Duration>, usize), String>((samples, warm))
                 })

@@ -208,7 +208,7 @@ pub fn decide_acquire(
         }
         _ => AcquireDecision::Grant {
             record: LockRecord {
-                queued: !queue.is_empty(),
+                queued: queued_after(current, queue, None, true),
                 ..LockRecord::held_by(new_holder(request, now, new_lease_id))
             },
             lease_id: new_lease_id,
@@ -241,12 +241,47 @@ pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
 }
 
 /// The record that hands the lock to `ticket`'s waiter (any requestor slot is spent);
-/// `others_wait` says whether anyone else is still queued.
-pub fn handed_to(ticket: &Ticket, now: UnixMillis, others_wait: bool) -> LockRecord {
+/// `queued` is what it says of the queue (see `queued_after`).
+pub fn handed_to(ticket: &Ticket, now: UnixMillis, queued: Option<u32>) -> LockRecord {
     LockRecord {
-        queued: others_wait,
+        queued,
         ..LockRecord::held_by(holder_from(ticket, now))
     }
+}
+
+/// What a record that replaces `current` says of the queue once `taken` (if any) leaves it.
+/// `complete` says that `queue` was read for this write; otherwise it is what the writer
+/// remembers, and callers may have joined since, unseen, so the record must still say that
+/// someone waits. The priority is a high-water mark: it falls only when the queue is empty.
+pub fn queued_after(
+    current: &LockRecord,
+    queue: &[Waiter],
+    taken: Option<&str>,
+    complete: bool,
+) -> Option<u32> {
+    let highest = queue
+        .iter()
+        .filter(|w| Some(w.id.as_str()) != taken)
+        .map(|w| w.priority)
+        .max();
+    if complete && highest.is_none() {
+        return None;
+    }
+    current.queued.max(highest)
+}
+
+/// The record a caller must write before it joins the queue, if any: when the record does
+/// not say that callers wait, or names a lower priority than the caller's. Then no release
+/// can hand the lock past the caller on what it knew before the caller came. A free lock
+/// needs none: nobody releases it, and the head of the queue takes it.
+pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord> {
+    if current.holder.is_none() || current.queued.is_some_and(|p| p >= priority) {
+        return None;
+    }
+    Some(LockRecord {
+        queued: current.queued.max(Some(priority)),
+        ..current.clone()
+    })
 }
 
 /// True only while `token` is the token of the live holder.

@@ -269,3 +269,62 @@ fn state_and_remaining_time() {
     assert_eq!(state(&record, NOW.plus(1000)), LockState::Expired);
     assert_eq!(remaining_ms(&record, NOW.plus(3000)), Some(0));
 }
+
+fn queued_at(key: &str, priority: u32) -> Waiter {
+    Waiter::parse(&format!("{}0000000001", Waiter::id_prefix(priority, key))).unwrap()
+}
+
+#[test]
+fn a_joining_caller_writes_the_record_only_when_it_would_be_passed_over() {
+    let (held, _) = granted("a", NOW);
+    let marked = announce_waiter(&held, 3).expect("nobody was queued");
+    assert_eq!(marked.queued, Some(3));
+    assert_eq!(marked.holder, held.holder, "only the queue mark changes");
+    assert_eq!(
+        announce_waiter(&marked, 3),
+        None,
+        "equal priority queues behind"
+    );
+    assert_eq!(
+        announce_waiter(&marked, 1),
+        None,
+        "lower priority queues behind"
+    );
+    assert_eq!(
+        announce_waiter(&marked, 7).map(|r| r.queued),
+        Some(Some(7)),
+        "a higher priority must change the record"
+    );
+    assert_eq!(
+        announce_waiter(&LockRecord::default(), 9),
+        None,
+        "a free lock is taken by the head, never released past it"
+    );
+}
+
+#[test]
+fn a_hand_off_keeps_the_queues_priority_until_the_queue_is_empty() {
+    let (mut held, _) = granted("a", NOW);
+    held.queued = Some(5);
+    let queue = [queued_at("x", 5), queued_at("y", 1)];
+    assert_eq!(
+        queued_after(&held, &queue, Some(&queue[0].id), true),
+        Some(5)
+    );
+    assert_eq!(
+        queued_after(&held, &queue[1..], None, true),
+        Some(5),
+        "a high-water mark: it does not fall while anyone waits"
+    );
+    assert_eq!(
+        queued_after(&held, &queue[1..], Some(&queue[1].id), true),
+        None
+    );
+    assert_eq!(
+        queued_after(&held, &queue[1..], Some(&queue[1].id), false),
+        Some(5),
+        "a remembered queue may have grown unseen: the record still says someone waits"
+    );
+    held.queued = Some(1);
+    assert_eq!(queued_after(&held, &queue, None, true), Some(5));
+}

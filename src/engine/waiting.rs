@@ -1,7 +1,7 @@
 //! What a waiting caller does next: take the lock, ask the holder to clean up, give up, or
 //! wait for a change. Re-decided after every wake-up, from a fresh read.
 
-use super::{handed_to, live_holder, live_requestor, may_preempt};
+use super::{announce_waiter, handed_to, live_holder, live_requestor, may_preempt, queued_after};
 use crate::model::UnixMillis;
 use crate::record::{Expiry, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter};
@@ -98,7 +98,11 @@ pub fn decide_waiting(
         // Free, or the lease ran out: the head takes it (nothing was written at expiry).
         return if position == 0 {
             WaitDecision::Take {
-                record: Box::new(handed_to(me, now, queue.len() > 1)),
+                record: Box::new(handed_to(
+                    me,
+                    now,
+                    queued_after(current, queue, Some(my_id), true),
+                )),
                 revoked: None,
             }
         } else if waited_out {
@@ -115,14 +119,18 @@ pub fn decide_waiting(
         if now >= limit {
             return if me.forceful {
                 WaitDecision::Take {
-                    record: Box::new(handed_to(me, now, queue.len() > 1)),
+                    record: Box::new(handed_to(
+                        me,
+                        now,
+                        queued_after(current, queue, Some(my_id), true),
+                    )),
                     revoked: Some(Box::new(holder.clone())),
                 }
             } else {
                 let kept = LockRecord {
                     holder: current.holder.clone(),
                     requestor: None,
-                    queued: true,
+                    queued: current.queued.max(Some(me.priority)),
                 };
                 WaitDecision::GiveUpCleanup {
                     record: Box::new(kept),
@@ -140,7 +148,11 @@ pub fn decide_waiting(
     if may_preempt(me.priority, holder, live_requestor(current, queue)) {
         if holder.cleanup_ms == 0 {
             return WaitDecision::Take {
-                record: Box::new(handed_to(me, now, queue.len() > 1)),
+                record: Box::new(handed_to(
+                    me,
+                    now,
+                    queued_after(current, queue, Some(my_id), true),
+                )),
                 revoked: Some(Box::new(holder.clone())),
             };
         }
@@ -172,7 +184,7 @@ pub fn decide_waiting(
         let record = LockRecord {
             holder: current.holder.clone(),
             requestor: Some(requestor),
-            queued: true,
+            queued: current.queued.max(Some(me.priority)),
         };
         return WaitDecision::Register {
             record: Box::new(record),
@@ -187,12 +199,8 @@ pub fn decide_waiting(
         // preempt, because a higher requestor came first.
         return WaitDecision::Fail(WaitFailure::Superseded);
     }
-    if !current.queued {
+    if let Some(announced) = announce_waiter(current, me.priority) {
         // Make the record's version change, so the holder's release reads the queue.
-        let announced = LockRecord {
-            queued: true,
-            ..current.clone()
-        };
         return WaitDecision::Announce {
             record: Box::new(announced),
         };

@@ -276,7 +276,7 @@ fn an_expired_holder_passes_to_the_head_without_notice() {
 fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
     let unflagged = held(1000);
     let record = LockRecord {
-        queued: true,
+        queued: Some(1),
         ..unflagged.clone()
     };
     let (a, b) = (waiter("a", 1, 1), waiter("b", 1, 2));
@@ -319,7 +319,7 @@ fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
 fn a_handed_over_waiter_sees_its_grant() {
     let w = waiter("p", 1, 1);
     let me = ticket("p", 1, Some(1000), false);
-    let record = handed_to(&me, NOW, false);
+    let record = handed_to(&me, NOW, None);
     assert_eq!(
         decide_waiting(&record, &[], &me, &w.id, false, NOW),
         WaitDecision::Granted
@@ -421,6 +421,6 @@ fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
     else {
         panic!()
     };
-    assert!(record.queued);
+    assert_eq!(record.queued, Some(1));
     assert_eq!(record.holder, current.holder);
 }

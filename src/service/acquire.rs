@@ -133,15 +133,19 @@ impl LockService {
                 record,
                 queue,
                 cached,
+                ..
             } = match first.take() {
                 Some(None) => Read {
                     stored: None,
                     record: LockRecord::default(),
                     queue: Vec::new(),
                     cached: true,
+                    queue_remembered: false,
                 },
-                Some(Some((record, version)))
-                    if record.holder.is_none() && record.requestor.is_none() && !record.queued =>
+                Some(Some((record, version, _)))
+                    if record.holder.is_none()
+                        && record.requestor.is_none()
+                        && record.queued.is_none() =>
                 {
                     let stored = Some(Stored {
                         record: record.clone(),
@@ -152,6 +156,7 @@ impl LockService {
                         record,
                         queue: Vec::new(),
                         cached: true,
+                        queue_remembered: false,
                     }
                 }
                 _ => self.read(name, deadline, now, false).await?,

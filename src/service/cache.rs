@@ -3,6 +3,10 @@
 //! - the records it wrote last, with their versions: a release or renew can write
 //!   conditionally on that version straight away. A stale entry costs one failed write and a
 //!   read, nothing more, because every write names the version it expects.
+//! - after a hand-off, the rest of the queue as read for it: the next release hands the lock
+//!   to the head of that rest without reading the queue again, when the record says nobody
+//!   who could come before it has joined since (see `engine::announce_waiter`). A waiter in
+//!   it that has left makes the hand-off's write fail, and the release reads instead.
 //! - the callers waiting on this instance: a release here hands the lock over with the ticket
 //!   it already knows, and tells the waiter in-process instead of through a watch and reads.
 
@@ -15,13 +19,21 @@ use tokio::sync::watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::Version;
-use crate::waiter::Ticket;
+use crate::waiter::{Ticket, Waiter};
 
 /// Past this many entries, the cache starts again from empty.
 const MAX_ENTRIES: usize = 200_000;
 
+/// A record this instance wrote, its version, when, and the queue behind it if known.
+struct Entry {
+    record: LockRecord,
+    version: Version,
+    at: Instant,
+    rest: Vec<Waiter>,
+}
+
 pub struct RecordCache {
-    entries: Mutex<HashMap<LockName, (LockRecord, Version, Instant)>>,
+    entries: Mutex<HashMap<LockName, Entry>>,
     /// Entries older than this are ignored, so a cached version is never older than the
     /// collector allows for (see `gc`).
     max_age: Duration,
@@ -36,20 +48,36 @@ impl RecordCache {
     }
 
     pub fn remember(&self, name: &LockName, record: &LockRecord, version: i32) {
+        self.remember_with_rest(name, record, version, Vec::new());
+    }
+
+    /// Remembers a hand-off's record with the waiters it left queued behind the new holder.
+    pub fn remember_with_rest(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: i32,
+        rest: Vec<Waiter>,
+    ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
-        entries.insert(
-            name.clone(),
-            (record.clone(), Version::plain(version), Instant::now()),
-        );
+        let entry = Entry {
+            record: record.clone(),
+            version: Version::plain(version),
+            at: Instant::now(),
+            rest,
+        };
+        entries.insert(name.clone(), entry);
     }
 
-    pub fn get(&self, name: &LockName) -> Option<(LockRecord, Version)> {
+    /// The record, its version and the queue behind it as remembered (empty if unknown).
+    pub fn get(&self, name: &LockName) -> Option<(LockRecord, Version, Vec<Waiter>)> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (record, version, at) = entries.get(name)?;
-        (at.elapsed() < self.max_age).then(|| (record.clone(), *version))
+        let entry = entries.get(name)?;
+        (entry.at.elapsed() < self.max_age)
+            .then(|| (entry.record.clone(), entry.version, entry.rest.clone()))
     }
 
     pub fn forget(&self, name: &LockName) {

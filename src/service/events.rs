@@ -61,6 +61,7 @@ pub struct Metrics {
     pub wakeups_predecessor: AtomicU64,
     pub wakeups_timer: AtomicU64,
     pub wakeups_handed: AtomicU64,
+    pub queue_reads_saved: AtomicU64,
     pub webhooks_delivered: AtomicU64,
     pub webhook_attempts_failed: AtomicU64,
     pub webhooks_given_up: AtomicU64,
@@ -106,6 +107,11 @@ impl Metrics {
                 ("{cause=\"timer\"}", get(&self.wakeups_timer)),
                 ("{cause=\"handed\"}", get(&self.wakeups_handed)),
             ],
+        );
+        counter(
+            "lockwarden_queue_reads_saved_total",
+            "Releases and renewals that used the queue this instance remembered from its last hand-off instead of reading it.",
+            &[("", get(&self.queue_reads_saved))],
         );
         counter(
             "lockwarden_webhooks_total",

@@ -36,6 +36,7 @@ impl LockService {
                 record,
                 queue,
                 cached,
+                ..
             } = self
                 .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
                 .await?;
@@ -48,8 +49,11 @@ impl LockService {
             };
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
-                    self.cache.remember(name, &written, version);
-                    return Ok(snapshot(name, &written, &queue, now));
+                    // A renewal leaves the queue as it was: what was known of it still holds.
+                    let after = snapshot(name, &written, &queue, now);
+                    self.cache
+                        .remember_with_rest(name, &written, version, queue);
+                    return Ok(after);
                 }
                 Put::Raced | Put::NestedLocks => continue,
             }
@@ -96,6 +100,7 @@ impl LockService {
                 record,
                 queue,
                 cached,
+                queue_remembered,
             } = self
                 .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
                 .await?;
@@ -121,7 +126,9 @@ impl LockService {
                             None => continue,
                         },
                     };
-                    (engine::handed_to(&ticket, now, queue.len() > 1), Some(to))
+                    let queued =
+                        engine::queued_after(&record, &queue, Some(&to.id), !queue_remembered);
+                    (engine::handed_to(&ticket, now, queued), Some(to))
                 }
                 // Free the record rather than delete it; the collector deletes it later.
                 _ => (LockRecord::default(), None),
@@ -161,16 +168,18 @@ impl LockService {
                 self.cache.forget(name);
                 continue;
             };
-            self.cache.remember(name, &landed, version);
             match to {
                 Some(to) => {
                     Metrics::bump(&self.metrics.handoffs);
                     self.local.handed(name, &to.id, &landed);
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != to.id).cloned().collect();
-                    return Ok((snapshot(name, &landed, &rest, now), Some(record)));
+                    let after = snapshot(name, &landed, &rest, now);
+                    self.cache.remember_with_rest(name, &landed, version, rest);
+                    return Ok((after, Some(record)));
                 }
                 None => {
+                    self.cache.remember(name, &landed, version);
                     self.collector.schedule(name, version);
                     return Ok((snapshot(name, &landed, &[], now), Some(record)));
                 }

@@ -17,7 +17,7 @@ use super::{
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Wake, WriteOutcome};
+use crate::store::{Stored, Version, Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Resolves when nobody awaits the call's outcome any more.
@@ -28,10 +28,13 @@ pub(super) enum Step {
     Done(Box<AcquireOutcome>),
 }
 
-#[derive(Default)]
 struct WaitState {
+    /// When the service received the call.
+    received: Instant,
     was_requestor: bool,
     trouble_since: Option<Instant>,
+    /// The record as the call read it before joining, for its first round.
+    prefetched: Option<Option<Stored>>,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -71,7 +74,7 @@ impl LockService {
             crate::model::LeaseId::random(),
             received_at,
         );
-        self.mark_queued(name).await?;
+        let marked = self.mark_queued(name, ticket.priority).await?;
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
             Err(error) => {
@@ -80,31 +83,46 @@ impl LockService {
             }
         };
         let mut handed = self.local.register(name, &me.id, &ticket);
+        let mut state = WaitState {
+            received,
+            was_requestor: false,
+            trouble_since: None,
+            prefetched: Some(marked),
+        };
         let outcome = self
-            .wait_turn(name, &me, &ticket, received, &mut cancelled, &mut handed)
+            .wait_turn(name, &me, &ticket, &mut state, &mut cancelled, &mut handed)
             .await;
         self.local.unregister(name, &me.id);
         outcome
     }
 
-    /// Makes sure the record says callers are queued *before* this one joins: a release that
-    /// skips reading the queue (it writes on the version it wrote itself) then always finds
-    /// the version moved, and reads the queue instead of freeing the lock past a waiter.
-    async fn mark_queued(&self, name: &LockName) -> Result<(), ServiceError> {
+    /// Makes sure the record says callers are queued, at this caller's priority, *before*
+    /// it joins (see `engine::announce_waiter`): a release that skips reading the queue then
+    /// always finds the record's version moved. Returns the record as read or written, which
+    /// the first round of waiting decides on (every write and watch after it checks the
+    /// version, so deciding on a read older than the queue entry is safe).
+    async fn mark_queued(
+        &self,
+        name: &LockName,
+        priority: u32,
+    ) -> Result<Option<Stored>, ServiceError> {
         let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
-            let Some(stored) = self.store.read(name, deadline).await? else {
-                return Ok(());
+            let stored = self.store.read(name, deadline).await?;
+            let Some(current) = &stored else {
+                return Ok(None);
             };
-            if stored.record.queued || stored.record.holder.is_none() {
-                return Ok(());
-            }
-            let marked = LockRecord {
-                queued: true,
-                ..stored.record.clone()
+            let Some(marked) = engine::announce_waiter(&current.record, priority) else {
+                return Ok(stored);
             };
-            if let Put::Landed(..) = self.put(name, Some(&stored), marked, deadline).await? {
-                return Ok(());
+            if let Put::Landed(written, version) =
+                self.put(name, Some(current), marked, deadline).await?
+            {
+                self.cache.remember(name, &written, version);
+                return Ok(Some(Stored {
+                    record: *written,
+                    version: Version::plain(version),
+                }));
             }
         }
         Err(ServiceError::StoreUnavailable(
@@ -117,16 +135,15 @@ impl LockService {
         name: &LockName,
         me: &Waiter,
         ticket: &Ticket,
-        received: Instant,
+        state: &mut WaitState,
         cancelled: &mut Cancelled,
         handed: &mut tokio::sync::watch::Receiver<Option<LockRecord>>,
     ) -> AcquireOutcome {
-        let mut state = WaitState::default();
         loop {
             let step = tokio::select! {
                 biased;
                 _ = &mut *cancelled => {
-                    self.withdraw(name, me, ticket, received).await;
+                    self.withdraw(name, me, ticket, state.received).await;
                     return Err(ServiceError::StoreUnavailable("the caller left".into()));
                 }
                 // A release on this instance handed the lock over and says so directly.
@@ -137,7 +154,7 @@ impl LockService {
                     }
                     None => Step::Again,
                 },
-                step = self.wait_step(name, me, ticket, &mut state, received) => step,
+                step = self.wait_step(name, me, ticket, state) => step,
             };
             if let Step::Done(outcome) = step {
                 return *outcome;
@@ -151,9 +168,8 @@ impl LockService {
         me: &Waiter,
         ticket: &Ticket,
         state: &mut WaitState,
-        received: Instant,
     ) -> Step {
-        match self.try_wait_step(name, me, ticket, state, received).await {
+        match self.try_wait_step(name, me, ticket, state).await {
             Ok(step) => {
                 state.trouble_since = None;
                 step
@@ -176,8 +192,8 @@ impl LockService {
         me: &Waiter,
         ticket: &Ticket,
         state: &mut WaitState,
-        received: Instant,
     ) -> Result<Step, ServiceError> {
+        let received = state.received;
         let deadline = self.deadline();
         let now = UnixMillis::now();
         let Read {
@@ -185,7 +201,19 @@ impl LockService {
             record,
             queue,
             ..
-        } = self.read(name, deadline, now, true).await?;
+        } = match state.prefetched.take() {
+            Some(stored) => Read {
+                record: stored
+                    .as_ref()
+                    .map(|s| s.record.clone())
+                    .unwrap_or_default(),
+                stored,
+                queue: self.store.queue(name, deadline).await?,
+                cached: false,
+                queue_remembered: false,
+            },
+            None => self.read(name, deadline, now, true).await?,
+        };
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
             // A node of this call whose create answer was lost, then retried.
             self.store.leave(name, orphan, deadline).await?;
@@ -216,7 +244,10 @@ impl LockService {
                     Metrics::bump(&self.metrics.handoffs);
                     let mut landed = *next;
                     landed.resolve_token(zxid);
-                    self.cache.remember(name, &landed, version);
+                    let rest: Vec<Waiter> =
+                        queue.iter().filter(|w| w.id != me.id).cloned().collect();
+                    self.cache
+                        .remember_with_rest(name, &landed, version, rest.clone());
                     if let Some(old) = revoked {
                         if overriding {
                             audit_override(
@@ -234,8 +265,6 @@ impl LockService {
                             received,
                         );
                     }
-                    let rest: Vec<Waiter> =
-                        queue.iter().filter(|w| w.id != me.id).cloned().collect();
                     Ok(Step::Done(Box::new(Ok(
                         self.granted(name, ticket, &landed, &rest, now)
                     ))))

@@ -175,6 +175,12 @@ impl Service {
             .await
     }
 
+    /// The service's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        let response = self.http.get(format!("{}/metrics", self.base)).send();
+        response.await.unwrap().text().await.unwrap()
+    }
+
     pub async fn info(&self, name: &str) -> Value {
         let (status, body) = self.get(&format!("/v1/locks/{}", encode(name))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
