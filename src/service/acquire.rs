@@ -125,7 +125,10 @@ impl LockService {
         let overriding = request.priority == Priority::OVERRIDE;
         // Most acquires find no record, or the free record this instance left: write at once,
         // and read only if that fails. A decision not to write is only made on a fresh read.
-        let mut first = (request.lease_id.is_none()).then(|| self.cache.get(name));
+        // Not while callers wait here: a lock they are about to take must not be taken past
+        // them by a caller who never queued (the record may not say yet that they wait).
+        let optimistic = request.lease_id.is_none() && !self.local.any(name);
+        let mut first = optimistic.then(|| self.cache.get(name));
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
             let Read {

@@ -91,13 +91,24 @@ impl RecordCache {
 /// Where a release on this instance sends the record that hands a local waiter the lock.
 type HandedSender = watch::Sender<Option<LockRecord>>;
 
-/// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock).
+/// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock),
+/// and how many wait on each lock.
 #[derive(Default)]
 pub struct LocalWaiters {
-    waiters: Mutex<HashMap<(LockName, String), (Ticket, HandedSender)>>,
+    inner: Mutex<Local>,
+}
+
+#[derive(Default)]
+struct Local {
+    waiters: HashMap<(LockName, String), (Ticket, HandedSender)>,
+    per_lock: HashMap<LockName, usize>,
 }
 
 impl LocalWaiters {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Local> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Registers a waiter; the receiver sees the record that hands it the lock.
     pub fn register(
         &self,
@@ -106,36 +117,49 @@ impl LocalWaiters {
         ticket: &Ticket,
     ) -> watch::Receiver<Option<LockRecord>> {
         let (sender, receiver) = watch::channel(None);
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((name.clone(), id.to_owned()), (ticket.clone(), sender));
+        let mut inner = self.inner();
+        let key = (name.clone(), id.to_owned());
+        if inner
+            .waiters
+            .insert(key, (ticket.clone(), sender))
+            .is_none()
+        {
+            *inner.per_lock.entry(name.clone()).or_default() += 1;
+        }
         receiver
     }
 
     pub fn unregister(&self, name: &LockName, id: &str) {
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(name.clone(), id.to_owned()));
+        let mut inner = self.inner();
+        if inner
+            .waiters
+            .remove(&(name.clone(), id.to_owned()))
+            .is_some()
+        {
+            if let Some(count) = inner.per_lock.get_mut(name) {
+                *count -= 1;
+                if *count == 0 {
+                    inner.per_lock.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Whether any caller waits on `name` on this instance.
+    pub fn any(&self, name: &LockName) -> bool {
+        self.inner().per_lock.contains_key(name)
     }
 
     pub fn ticket(&self, name: &LockName, id: &str) -> Option<Ticket> {
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.inner()
+            .waiters
             .get(&(name.clone(), id.to_owned()))
             .map(|(t, _)| t.clone())
     }
 
     /// Tells a local waiter that `record` (already written) hands it the lock.
     pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord) {
-        if let Some((_, sender)) = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(name.clone(), id.to_owned()))
-        {
+        if let Some((_, sender)) = self.inner().waiters.get(&(name.clone(), id.to_owned())) {
             sender.send_replace(Some(record.clone()));
         }
     }

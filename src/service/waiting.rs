@@ -17,7 +17,7 @@ use super::{
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Stored, Version, Wake, WriteOutcome};
+use crate::store::{Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Resolves when nobody awaits the call's outcome any more.
@@ -33,8 +33,6 @@ struct WaitState {
     received: Instant,
     was_requestor: bool,
     trouble_since: Option<Instant>,
-    /// The record as the call read it before joining, for its first round.
-    prefetched: Option<Option<Stored>>,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -74,7 +72,7 @@ impl LockService {
             crate::model::LeaseId::random(),
             received_at,
         );
-        let marked = self.mark_queued(name, ticket.priority).await?;
+        self.mark_queued(name, ticket.priority).await?;
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
             Err(error) => {
@@ -87,7 +85,6 @@ impl LockService {
             received,
             was_requestor: false,
             trouble_since: None,
-            prefetched: Some(marked),
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, &mut state, &mut cancelled, &mut handed)
@@ -98,31 +95,22 @@ impl LockService {
 
     /// Makes sure the record says callers are queued, at this caller's priority, *before*
     /// it joins (see `engine::announce_waiter`): a release that skips reading the queue then
-    /// always finds the record's version moved. Returns the record as read or written, which
-    /// the first round of waiting decides on (every write and watch after it checks the
-    /// version, so deciding on a read older than the queue entry is safe).
-    async fn mark_queued(
-        &self,
-        name: &LockName,
-        priority: u32,
-    ) -> Result<Option<Stored>, ServiceError> {
+    /// always finds the record's version moved. The first round of waiting reads the record
+    /// again, after joining, and announces the caller if the record changed meanwhile.
+    async fn mark_queued(&self, name: &LockName, priority: u32) -> Result<(), ServiceError> {
         let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
-            let stored = self.store.read(name, deadline).await?;
-            let Some(current) = &stored else {
-                return Ok(None);
+            let Some(current) = self.store.read(name, deadline).await? else {
+                return Ok(());
             };
             let Some(marked) = engine::announce_waiter(&current.record, priority) else {
-                return Ok(stored);
+                return Ok(());
             };
             if let Put::Landed(written, version) =
-                self.put(name, Some(current), marked, deadline).await?
+                self.put(name, Some(&current), marked, deadline).await?
             {
                 self.cache.remember(name, &written, version);
-                return Ok(Some(Stored {
-                    record: *written,
-                    version: Version::plain(version),
-                }));
+                return Ok(());
             }
         }
         Err(ServiceError::StoreUnavailable(
@@ -201,19 +189,7 @@ impl LockService {
             record,
             queue,
             ..
-        } = match state.prefetched.take() {
-            Some(stored) => Read {
-                record: stored
-                    .as_ref()
-                    .map(|s| s.record.clone())
-                    .unwrap_or_default(),
-                stored,
-                queue: self.store.queue(name, deadline).await?,
-                cached: false,
-                queue_remembered: false,
-            },
-            None => self.read(name, deadline, now, true).await?,
-        };
+        } = self.read(name, deadline, now, true).await?;
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
             // A node of this call whose create answer was lost, then retried.
             self.store.leave(name, orphan, deadline).await?;
