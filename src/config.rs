@@ -83,6 +83,23 @@ pub struct ServeArgs {
         default_value_t = 6_000
     )]
     pub zk_session_timeout_ms: u64,
+    /// Threads that serve requests. The default is one less than the CPUs (at least one):
+    /// the ZooKeeper client does its socket I/O on a thread of its own, and request threads
+    /// that compete with it for the last CPU cost more in hand-overs than they add.
+    #[arg(long, env = "LOCKWARDEN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: Option<u16>,
+}
+
+impl ServeArgs {
+    /// The number of request threads to run.
+    pub fn request_threads(&self) -> usize {
+        match self.worker_threads {
+            Some(n) => usize::from(n),
+            None => std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .max(1),
+        }
+    }
 }
 
 fn valid_znode_path(flag: &str, path: &str) -> Result<(), String> {
@@ -162,5 +179,16 @@ mod tests {
         assert_eq!(args.check(), Ok(()));
         args.lock_root = "relative".into();
         assert!(args.check().is_err());
+    }
+
+    #[test]
+    fn request_threads_default_to_one_less_than_the_cpus_and_zero_is_refused() {
+        assert!(ServeArgs::defaults().request_threads() >= 1);
+        let parse = |n: &str| Cli::try_parse_from(["lockwarden", "serve", "--worker-threads", n]);
+        assert!(parse("0").is_err());
+        match parse("3").map(|cli| cli.command) {
+            Ok(Command::Serve(args)) => assert_eq!(args.request_threads(), 3),
+            _ => panic!("--worker-threads 3 parses"),
+        }
     }
 }

@@ -7,8 +7,7 @@ use clap::Parser;
 use lockwarden::config::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -17,10 +16,31 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let result = match cli.command {
-        Command::Serve(args) => lockwarden::server::serve(args, shutdown_signal()).await,
-        Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| ()),
+    let runtime = match &cli.command {
+        Command::Serve(args) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(args.request_threads());
+            builder
+        }
+        // The benchmark's client is one event loop: it shares the machine with the service
+        // and ZooKeeper, and threads of its own would take CPU from what it measures.
+        Command::Bench(_) => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("lockwarden: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
     };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => lockwarden::server::serve(args, shutdown_signal()).await,
+            Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| ()),
+        }
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -136,35 +136,44 @@ impl Bench {
         })
     }
 
-    pub async fn floor_sequential(&self) -> Result<Row, String> {
+    /// Makes this run's floor directory and returns the path one floor cycle uses.
+    async fn floor_path(&self, leaf: &str) -> Result<String, String> {
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         let dir = format!("/{}-floor", self.run);
+        match self.zk.create(&dir, b"", &options).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(format!("{dir}/{leaf}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One raw create+delete of a 400-byte znode: the floor of a lock cycle.
+    async fn floor_cycle(&self, path: &str) -> Result<Duration, String> {
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let started = Instant::now();
         self.zk
-            .create(&dir, b"", &options)
+            .create(path, &[b'x'; 400], &options)
             .await
             .map_err(|e| e.to_string())?;
-        let path = format!("{dir}/x");
-        let data = vec![b'x'; 400];
+        self.zk
+            .delete(path, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(started.elapsed())
+    }
+
+    pub async fn floor_sequential(&self) -> Result<Row, String> {
+        let path = self.floor_path("x").await?;
+        for _ in 0..self.args.warmup {
+            self.floor_cycle(&path).await?;
+        }
         let mut samples = Vec::with_capacity(self.args.cycles);
         let before = server_counts(&self.args.zk);
-        for i in 0..self.args.warmup + self.args.cycles {
-            let started = Instant::now();
-            self.zk
-                .create(&path, &data, &options)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.zk
-                .delete(&path, None)
-                .await
-                .map_err(|e| e.to_string())?;
-            if i == self.args.warmup.saturating_sub(1) {
-                samples.clear();
-            }
-            samples.push(started.elapsed());
+        for _ in 0..self.args.cycles {
+            samples.push(self.floor_cycle(&path).await?);
         }
         let after = server_counts(&self.args.zk);
         let n = samples.len();
-        let (w, r) = per_op(before, after, self.args.warmup + self.args.cycles);
+        let (w, r) = per_op(before, after, n);
         let total: Duration = samples.iter().sum();
         Ok(Row {
             scenario: "floor: ZK create+delete".into(),
@@ -219,33 +228,62 @@ impl Bench {
         })
     }
 
-    pub async fn uncontended(&self) -> Result<Row, String> {
+    /// The uncontended cycle, measured in alternating batches with the raw floor, so that
+    /// both see the same moments of a noisy machine. Returns the cycle's row and the floor's.
+    pub async fn uncontended(&self) -> Result<(Row, Row), String> {
+        const BATCH: usize = 50;
         let mut client = self.client("u", "bench", None).await?;
+        let path = self.floor_path("paired").await?;
         for _ in 0..self.args.warmup {
             client.cycle().await?;
+            self.floor_cycle(&path).await?;
         }
-        let mut samples = Vec::with_capacity(self.args.cycles);
+        let mut cycles = Vec::with_capacity(self.args.cycles);
+        let mut floors = Vec::with_capacity(self.args.cycles);
         let before = server_counts(&self.args.zk);
-        let started = Instant::now();
-        for _ in 0..self.args.cycles {
-            let t = Instant::now();
-            client.cycle().await?;
-            samples.push(t.elapsed());
+        while cycles.len() < self.args.cycles {
+            let batch = BATCH.min(self.args.cycles - cycles.len());
+            for _ in 0..batch {
+                let t = Instant::now();
+                client.cycle().await?;
+                cycles.push(t.elapsed());
+            }
+            for _ in 0..batch {
+                floors.push(self.floor_cycle(&path).await?);
+            }
         }
-        let elapsed = started.elapsed();
         let after = server_counts(&self.args.zk);
-        let (w, r) = per_op(before, after, self.args.cycles);
-        Ok(Row {
+        // The floor's cycles are 2 writes each, counted by the server too.
+        let n = cycles.len();
+        let writes = (after.writes - before.writes - 2.0 * floors.len() as f64) / n as f64;
+        let reads = (after.reads - before.reads) / n as f64;
+        let rate = |samples: &[Duration]| {
+            samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64()
+        };
+        let (cycle_rate, floor_rate) = (rate(&cycles), rate(&floors));
+        let floor = Row {
+            scenario: "floor: ZK create+delete, interleaved with uncontended".into(),
+            clients: 1,
+            operations: floors.len(),
+            p50_us: percentile(&mut floors, 50.0),
+            p99_us: percentile(&mut floors, 99.0),
+            per_second: floor_rate,
+            zk_writes_per_op: 2.0,
+            zk_reads_per_op: 0.0,
+            note: format!("batches of {BATCH}, alternating with the uncontended cycle's"),
+        };
+        let cycle = Row {
             scenario: "uncontended: acquire+release".into(),
             clients: 1,
-            operations: samples.len(),
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
-            per_second: self.args.cycles as f64 / elapsed.as_secs_f64(),
-            zk_writes_per_op: w,
-            zk_reads_per_op: r,
+            operations: n,
+            p50_us: percentile(&mut cycles, 50.0),
+            p99_us: percentile(&mut cycles, 99.0),
+            per_second: cycle_rate,
+            zk_writes_per_op: writes,
+            zk_reads_per_op: reads,
             note: String::new(),
-        })
+        };
+        Ok((cycle, floor))
     }
 
     /// `clients` loops for the window, on their own locks or (`shared`) on one lock.
