@@ -250,11 +250,12 @@ async fn a_release_hands_on_from_the_queue_it_remembers(svc: Service) {
     }
     svc.release("remembered", &lease).await;
     lease = granted_to(&mut tasks, "a").await;
-    let saved = queue_reads_saved(&svc).await;
-    for (i, who) in ["b", "c"].into_iter().enumerate() {
+    for who in ["b", "c"] {
+        let saved = queue_reads_saved(&svc).await;
         svc.release("remembered", &lease).await;
         lease = granted_to(&mut tasks, who).await;
-        assert_eq!(queue_reads_saved(&svc).await, saved + i as u64 + 1);
+        // The release, and the waiter behind the new holder, may each have used it.
+        assert!(queue_reads_saved(&svc).await > saved);
     }
     svc.release("remembered", &lease).await;
     assert_eq!(svc.info("remembered").await["state"], "free");

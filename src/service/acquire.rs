@@ -41,6 +41,9 @@ impl LockService {
             );
         }
         let new_lease = LeaseId::random();
+        // Whether this call has already been found to wait; then the task below goes straight
+        // to the queue (it decides again there, after joining, on a fresh read).
+        let mut must_wait = None;
         if request.request_id.is_none() {
             // The common case runs inline. If the caller goes away mid-call, the guard
             // releases whatever this call may have granted.
@@ -52,8 +55,9 @@ impl LockService {
             };
             let immediate = self.acquire_now(&name, &request, new_lease).await;
             guard.armed = false;
-            if let Immediate::Done(outcome) = immediate {
-                return outcome;
+            match immediate {
+                Immediate::Done(outcome) => return outcome,
+                Immediate::MustWait(read) => must_wait = Some(read),
             }
         }
         let (sender, receiver) = match &request.request_id {
@@ -71,11 +75,15 @@ impl LockService {
         tokio::spawn(async move {
             let listeners = sender.clone();
             let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
-            let outcome = match service.acquire_now(&name, &request, new_lease).await {
+            let immediate = match must_wait {
+                Some(read) => Immediate::MustWait(read),
+                None => service.acquire_now(&name, &request, new_lease).await,
+            };
+            let outcome = match immediate {
                 Immediate::Done(outcome) => outcome,
-                Immediate::MustWait => {
+                Immediate::MustWait(read) => {
                     service
-                        .wait_in_queue(&name, &request, received, cancelled)
+                        .wait_in_queue(&name, &request, received, read, cancelled)
                         .await
                 }
             };
@@ -190,7 +198,7 @@ impl LockService {
                     AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
                         return done(Err(ServiceError::RequestIdReused))
                     }
-                    AcquireDecision::Wait => return Ok(Immediate::MustWait),
+                    AcquireDecision::Wait => return Ok(Immediate::MustWait(stored)),
                     AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
                     AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
                 };

@@ -88,8 +88,19 @@ impl RecordCache {
     }
 }
 
-/// Where a release on this instance sends the record that hands a local waiter the lock.
-type HandedSender = watch::Sender<Option<LockRecord>>;
+/// What a release on this instance tells a local waiter.
+#[derive(Clone, Debug, Default)]
+pub enum Notice {
+    #[default]
+    Idle,
+    /// A write that hands the lock to the waiter is in flight: a change to the record seen
+    /// meanwhile is most likely that write, and the waiter need not read to find out.
+    Pending,
+    /// This record, already written, hands the waiter the lock.
+    Handed(Box<LockRecord>),
+}
+
+type HandedSender = watch::Sender<Notice>;
 
 /// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock),
 /// and how many wait on each lock.
@@ -109,14 +120,9 @@ impl LocalWaiters {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiter; the receiver sees the record that hands it the lock.
-    pub fn register(
-        &self,
-        name: &LockName,
-        id: &str,
-        ticket: &Ticket,
-    ) -> watch::Receiver<Option<LockRecord>> {
-        let (sender, receiver) = watch::channel(None);
+    /// Registers a waiter; the receiver sees what releases on this instance tell it.
+    pub fn register(&self, name: &LockName, id: &str, ticket: &Ticket) -> watch::Receiver<Notice> {
+        let (sender, receiver) = watch::channel(Notice::Idle);
         let mut inner = self.inner();
         let key = (name.clone(), id.to_owned());
         if inner
@@ -145,6 +151,14 @@ impl LocalWaiters {
         }
     }
 
+    /// A receiver that ends (`changed()` fails) once the waiter `id` on this instance has
+    /// finished waiting; `None` if no such waiter waits here.
+    pub fn subscribe(&self, name: &LockName, id: &str) -> Option<watch::Receiver<Notice>> {
+        let inner = self.inner();
+        let (_, sender) = inner.waiters.get(&(name.clone(), id.to_owned()))?;
+        Some(sender.subscribe())
+    }
+
     /// Whether any caller waits on `name` on this instance.
     pub fn any(&self, name: &LockName) -> bool {
         self.inner().per_lock.contains_key(name)
@@ -159,8 +173,44 @@ impl LocalWaiters {
 
     /// Tells a local waiter that `record` (already written) hands it the lock.
     pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord) {
-        if let Some((_, sender)) = self.inner().waiters.get(&(name.clone(), id.to_owned())) {
-            sender.send_replace(Some(record.clone()));
+        self.tell(name, id, |_| Some(Notice::Handed(Box::new(record.clone()))));
+    }
+
+    /// Tells a local waiter that a write handing it the lock is in flight, until the guard
+    /// goes: then, unless it was handed the lock meanwhile, that the write did not land.
+    pub fn pending<'a>(&'a self, name: &'a LockName, id: &'a str) -> PendingHandOff<'a> {
+        self.tell(name, id, |_| Some(Notice::Pending));
+        PendingHandOff {
+            local: self,
+            name,
+            id,
         }
+    }
+
+    fn tell(&self, name: &LockName, id: &str, change: impl FnOnce(&Notice) -> Option<Notice>) {
+        if let Some((_, sender)) = self.inner().waiters.get(&(name.clone(), id.to_owned())) {
+            sender.send_if_modified(|notice| match change(notice) {
+                Some(next) => {
+                    *notice = next;
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+}
+
+/// See `LocalWaiters::pending`.
+pub struct PendingHandOff<'a> {
+    local: &'a LocalWaiters,
+    name: &'a LockName,
+    id: &'a str,
+}
+
+impl Drop for PendingHandOff<'_> {
+    fn drop(&mut self) {
+        self.local.tell(self.name, self.id, |notice| {
+            matches!(notice, Notice::Pending).then_some(Notice::Idle)
+        });
     }
 }

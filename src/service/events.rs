@@ -110,7 +110,7 @@ impl Metrics {
         );
         counter(
             "lockwarden_queue_reads_saved_total",
-            "Releases and renewals that used the queue this instance remembered from its last hand-off instead of reading it.",
+            "Releases, renewals and waiters that used what this instance remembered from its last hand-off of the lock instead of reading the queue.",
             &[("", get(&self.queue_reads_saved))],
         );
         counter(

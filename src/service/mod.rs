@@ -86,8 +86,9 @@ pub type AcquireOutcome = Result<Granted, ServiceError>;
 #[allow(clippy::large_enum_variant)]
 enum Immediate {
     Done(AcquireOutcome),
-    /// The caller must join the lock's queue (to wait, or to preempt).
-    MustWait,
+    /// The caller must join the lock's queue (to wait, or to preempt); the record as read
+    /// for that decision, which also decides whether joining must mark the record.
+    MustWait(Option<Stored>),
 }
 
 pub struct LockService {

@@ -133,6 +133,7 @@ impl LockService {
                 // Free the record rather than delete it; the collector deletes it later.
                 _ => (LockRecord::default(), None),
             };
+            let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
                     self.store
@@ -171,11 +172,14 @@ impl LockService {
             match to {
                 Some(to) => {
                     Metrics::bump(&self.metrics.handoffs);
-                    self.local.handed(name, &to.id, &landed);
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != to.id).cloned().collect();
                     let after = snapshot(name, &landed, &rest, now);
+                    // Remembered before the new holder is told: the waiter behind it goes on
+                    // when the new holder's call ends, and decides on what is remembered.
                     self.cache.remember_with_rest(name, &landed, version, rest);
+                    self.local.handed(name, &to.id, &landed);
+                    drop(pending);
                     return Ok((after, Some(record)));
                 }
                 None => {

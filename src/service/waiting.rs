@@ -9,16 +9,30 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use super::cache::Notice;
 use super::events::{audit_override, EventKind, Metrics};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
     ServiceError,
 };
-use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure};
+use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure, Watch};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Wake, WriteOutcome};
+use crate::store::{Stored, Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
+
+/// Removes a waiter from this instance's register when its wait ends.
+struct Registered<'a> {
+    local: &'a super::cache::LocalWaiters,
+    name: &'a LockName,
+    id: &'a str,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.local.unregister(self.name, self.id);
+    }
+}
 
 /// Resolves when nobody awaits the call's outcome any more.
 pub(super) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -33,6 +47,9 @@ struct WaitState {
     received: Instant,
     was_requestor: bool,
     trouble_since: Option<Instant>,
+    /// The waiter just ahead left the queue: most often because this instance handed it the
+    /// lock, and then this instance knows the record and the queue behind it.
+    predecessor_left: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -63,6 +80,7 @@ impl LockService {
         name: &LockName,
         request: &AcquireRequest,
         received: Instant,
+        read: Option<Stored>,
         mut cancelled: Cancelled,
     ) -> AcquireOutcome {
         Metrics::bump(&self.metrics.waits_started);
@@ -72,7 +90,7 @@ impl LockService {
             crate::model::LeaseId::random(),
             received_at,
         );
-        self.mark_queued(name, ticket.priority).await?;
+        self.mark_queued(name, ticket.priority, read).await?;
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,
             Err(error) => {
@@ -81,27 +99,44 @@ impl LockService {
             }
         };
         let mut handed = self.local.register(name, &me.id, &ticket);
-        let mut state = WaitState {
+        // Unregistered however the wait ends, even if this future is dropped: a waiter behind
+        // this one may be waiting for that (see `behind_local`).
+        let _registered = Registered {
+            local: &self.local,
+            name,
+            id: &me.id,
+        };
+        let state = WaitState {
             received,
             was_requestor: false,
             trouble_since: None,
+            predecessor_left: false,
         };
         let outcome = self
-            .wait_turn(name, &me, &ticket, &mut state, &mut cancelled, &mut handed)
+            .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
             .await;
-        self.local.unregister(name, &me.id);
         outcome
     }
 
     /// Makes sure the record says callers are queued, at this caller's priority, *before*
     /// it joins (see `engine::announce_waiter`): a release that skips reading the queue then
-    /// always finds the record's version moved. The first round of waiting reads the record
-    /// again, after joining, and announces the caller if the record changed meanwhile.
-    async fn mark_queued(&self, name: &LockName, priority: u32) -> Result<(), ServiceError> {
+    /// always finds the record's version moved. `read` is the record as the caller's acquire
+    /// just read it. The first round of waiting reads the record again, after joining, and
+    /// announces the caller if the record changed meanwhile.
+    async fn mark_queued(
+        &self,
+        name: &LockName,
+        priority: u32,
+        mut read: Option<Stored>,
+    ) -> Result<(), ServiceError> {
         let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
-            let Some(current) = self.store.read(name, deadline).await? else {
-                return Ok(());
+            let current = match read.take() {
+                Some(current) => current,
+                None => match self.store.read(name, deadline).await? {
+                    Some(current) => current,
+                    None => return Ok(()),
+                },
             };
             let Some(marked) = engine::announce_waiter(&current.record, priority) else {
                 return Ok(());
@@ -123,26 +158,50 @@ impl LockService {
         name: &LockName,
         me: &Waiter,
         ticket: &Ticket,
-        state: &mut WaitState,
+        state: WaitState,
         cancelled: &mut Cancelled,
-        handed: &mut tokio::sync::watch::Receiver<Option<LockRecord>>,
+        handed: &mut tokio::sync::watch::Receiver<Notice>,
     ) -> AcquireOutcome {
+        let received = state.received;
+        // The round in progress is kept across notices rather than dropped, so that a read
+        // or watch already sent is not cut off (dropping a watch costs ZooKeeper a request).
+        // It owns the state while it runs.
+        type Round<'a> = Pin<Box<dyn Future<Output = (Step, WaitState)> + Send + 'a>>;
+        let mut round: Option<Round<'_>> = None;
+        let mut idle = Some(state);
         loop {
+            // While a release here is handing this waiter the lock, only its word counts:
+            // no new round starts until it says whether its write landed.
+            let pending = matches!(*handed.borrow(), Notice::Pending);
+            if round.is_none() && !pending {
+                if let Some(mut state) = idle.take() {
+                    round = Some(Box::pin(async move {
+                        let step = self.wait_step(name, me, ticket, &mut state).await;
+                        (step, state)
+                    }));
+                }
+            }
             let step = tokio::select! {
                 biased;
                 _ = &mut *cancelled => {
-                    self.withdraw(name, me, ticket, state.received).await;
+                    drop(round);
+                    self.withdraw(name, me, ticket, received).await;
                     return Err(ServiceError::StoreUnavailable("the caller left".into()));
                 }
                 // A release on this instance handed the lock over and says so directly.
                 Ok(()) = handed.changed() => match handed.borrow_and_update().clone() {
-                    Some(record) => {
+                    Notice::Handed(record) => {
                         Metrics::bump(&self.metrics.wakeups_handed);
                         return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now()));
                     }
-                    None => Step::Again,
+                    Notice::Pending | Notice::Idle => continue,
                 },
-                step = self.wait_step(name, me, ticket, state) => step,
+                (step, state) = async { round.as_mut().expect("a round in progress").await },
+                    if round.is_some() => {
+                    round = None;
+                    idle = Some(state);
+                    step
+                }
             };
             if let Step::Done(outcome) = step {
                 return *outcome;
@@ -184,12 +243,18 @@ impl LockService {
         let received = state.received;
         let deadline = self.deadline();
         let now = UnixMillis::now();
+        let remembered = std::mem::take(&mut state.predecessor_left)
+            .then(|| self.remembered_turn(name, me, state))
+            .flatten();
         let Read {
             stored,
             record,
             queue,
             ..
-        } = self.read(name, deadline, now, true).await?;
+        } = match remembered {
+            Some(read) => read,
+            None => self.read(name, deadline, now, true).await?,
+        };
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
             // A node of this call whose create answer was lost, then retried.
             self.store.leave(name, orphan, deadline).await?;
@@ -311,9 +376,49 @@ impl LockService {
                     Wake::Predecessor => &self.metrics.wakeups_predecessor,
                     Wake::Timer => &self.metrics.wakeups_timer,
                 });
+                if let (Wake::Predecessor, Watch::Predecessor(ahead)) = (wake, &watch) {
+                    self.behind_local(name, ahead).await;
+                    state.predecessor_left = true;
+                }
                 Ok(Step::Again)
             }
         }
+    }
+
+    /// Waits until the waiter `ahead`, whose queue node has gone, has finished waiting, if it
+    /// waits on this instance. Its node goes when the lock is handed to it, or when it leaves;
+    /// either way its call ends at once, and when this instance handed it the lock, it has
+    /// remembered the record and queue by then, so the next round needs no read.
+    async fn behind_local(&self, name: &LockName, ahead: &str) {
+        if let Some(mut ending) = self.local.subscribe(name, ahead) {
+            while ending.changed().await.is_ok() {}
+        }
+    }
+
+    /// When this instance made the last hand-off of the lock and this waiter heads the queue
+    /// it left behind, the record and queue it remembers, instead of reading them. Deciding
+    /// on them is safe: every write names the remembered version, and the wait that follows
+    /// watches the record from that version, so a change since wakes the waiter at once and
+    /// it reads. Not for a former requestor, whose own registration the cache may predate.
+    fn remembered_turn(&self, name: &LockName, me: &Waiter, state: &WaitState) -> Option<Read> {
+        if state.was_requestor {
+            return None;
+        }
+        let (record, version, rest) = self.cache.get(name)?;
+        if rest.first().map(|w| &w.id) != Some(&me.id) || record.requestor.is_some() {
+            return None;
+        }
+        Metrics::bump(&self.metrics.queue_reads_saved);
+        Some(Read {
+            stored: Some(Stored {
+                record: record.clone(),
+                version,
+            }),
+            record,
+            queue: rest,
+            cached: true,
+            queue_remembered: true,
+        })
     }
 
     pub(super) fn granted(
