@@ -8,7 +8,6 @@ use axum::routing::post;
 use serde_json::{json, Value};
 
 use super::scenarios::Bench;
-use super::stats::percentile;
 use super::Row;
 
 type Arrivals = Arc<Mutex<Vec<(String, Instant)>>>;
@@ -67,15 +66,9 @@ impl Bench {
             let release = json!({"lease_id": granted["lease_id"]}).to_string();
             self.post(&self.lock_url("h", "release"), &release).await?;
         }
-        let n = samples.len();
         Ok(Row {
-            scenario: "handoff: release → next waiter's 200".into(),
-            clients: 2,
-            operations: n,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
             note: "from sending the release to the waiter receiving its grant".into(),
-            ..Row::default()
+            ..Row::of_samples("handoff: release → next waiter's 200", 2, &mut samples)
         })
     }
 
@@ -153,15 +146,9 @@ impl Bench {
                 .await?;
         }
         server.abort();
-        let n = samples.len();
         Ok(Row {
-            scenario: "preempt: request → webhook arrival".into(),
-            clients: 1,
-            operations: n,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
             note: "measured by the bench's own receiver on loopback".into(),
-            ..Row::default()
+            ..Row::of_samples("preempt: request → webhook arrival", 1, &mut samples)
         })
     }
 }

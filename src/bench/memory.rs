@@ -8,7 +8,6 @@ use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use super::scenarios::Bench;
-use super::stats::percentile;
 use super::Row;
 
 /// Resident memory of a process, in MiB, from /proc.
@@ -103,14 +102,9 @@ impl Bench {
         };
         let pages_count = pages.len();
         let list = Row {
-            scenario: "memory: list every lock, 1000 a page".into(),
-            clients: 1,
-            operations: pages_count,
-            p50_us: percentile(&mut pages, 50.0),
-            p99_us: percentile(&mut pages, 99.0),
             per_second: pages_count as f64 / listing.as_secs_f64(),
             note: format!("{listed} locks listed in {:.2} s", listing.as_secs_f64()),
-            ..Row::default()
+            ..Row::of_samples("memory: list every lock, 1000 a page", 1, &mut pages)
         };
         Ok(vec![fill, list])
     }

@@ -11,6 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 mod client;
+mod floor;
 mod latency;
 mod memory;
 mod scenarios;
@@ -101,6 +102,20 @@ impl BenchArgs {
             memory_locks: 200,
             memory_waiters: 20,
             service_pid: None,
+        }
+    }
+}
+
+impl Row {
+    /// A row of `samples` (sorted in place for their percentiles), the rest left empty.
+    pub fn of_samples(scenario: &str, clients: usize, samples: &mut [Duration]) -> Row {
+        Row {
+            scenario: scenario.into(),
+            clients,
+            operations: samples.len(),
+            p50_us: stats::percentile(samples, 50.0),
+            p99_us: stats::percentile(samples, 99.0),
+            ..Row::default()
         }
     }
 }

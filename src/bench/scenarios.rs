@@ -1,5 +1,6 @@
-//! The benchmark scenarios. Each client is a task with its own loop on one shared HTTP
-//! connection pool; bodies are prepared once.
+//! The benchmark's state and its throughput scenarios (parallel and contended). Each
+//! measuring client is a task with its own loop on its own HTTP connection, with its
+//! requests prepared once; the other requests go through one shared pool.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,11 +11,11 @@ use zookeeper_client as zk;
 
 use super::client::Connection;
 
-use super::stats::{jain, per_op, percentile, server_counts};
+use super::stats::{jain, per_op, server_counts};
 use super::{window, BenchArgs, Row};
 
 /// One measuring loop's client: its own connection, and its requests prepared once.
-struct Client {
+pub(super) struct Client {
     connection: Connection,
     acquire_path: String,
     release_path: String,
@@ -24,7 +25,7 @@ struct Client {
 impl Client {
     /// One acquire (waiting if the prepared body says so) and one release; returns the
     /// acquire's latency.
-    async fn cycle(&mut self) -> Result<Duration, String> {
+    pub(super) async fn cycle(&mut self) -> Result<Duration, String> {
         let started = Instant::now();
         let granted = self
             .connection
@@ -60,7 +61,7 @@ impl Client {
 pub struct Bench {
     pub(super) args: BenchArgs,
     pub(super) http: reqwest::Client,
-    zk: zk::Client,
+    pub(super) zk: zk::Client,
     /// A prefix that keeps this run's locks apart from earlier runs'.
     pub(super) run: String,
 }
@@ -119,7 +120,7 @@ impl Bench {
     }
 
     /// One client's connection and the path and body of its acquire, prepared once.
-    async fn client(
+    pub(super) async fn client(
         &self,
         name: &str,
         owner: &str,
@@ -134,156 +135,6 @@ impl Bench {
             release_path: format!("/v1/locks/{}-{name}/release", self.run),
             acquire: Bytes::from(acquire),
         })
-    }
-
-    /// Makes this run's floor directory and returns the path one floor cycle uses.
-    async fn floor_path(&self, leaf: &str) -> Result<String, String> {
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        let dir = format!("/{}-floor", self.run);
-        match self.zk.create(&dir, b"", &options).await {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(format!("{dir}/{leaf}")),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// One raw create+delete of a 400-byte znode: the floor of a lock cycle.
-    async fn floor_cycle(&self, path: &str) -> Result<Duration, String> {
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        let started = Instant::now();
-        self.zk
-            .create(path, &[b'x'; 400], &options)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.zk
-            .delete(path, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(started.elapsed())
-    }
-
-    pub async fn floor_sequential(&self) -> Result<Row, String> {
-        let path = self.floor_path("x").await?;
-        for _ in 0..self.args.warmup {
-            self.floor_cycle(&path).await?;
-        }
-        let mut samples = Vec::with_capacity(self.args.cycles);
-        let before = server_counts(&self.args.zk);
-        for _ in 0..self.args.cycles {
-            samples.push(self.floor_cycle(&path).await?);
-        }
-        let after = server_counts(&self.args.zk);
-        let n = samples.len();
-        let (w, r) = per_op(before, after, n);
-        let total: Duration = samples.iter().sum();
-        Ok(Row {
-            scenario: "floor: ZK create+delete".into(),
-            clients: 1,
-            operations: n,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
-            per_second: n as f64 / total.as_secs_f64(),
-            zk_writes_per_op: w,
-            zk_reads_per_op: r,
-            note: "the baseline".into(),
-        })
-    }
-
-    pub async fn floor_parallel(&self, clients: usize) -> Result<Row, String> {
-        let dir = format!("/{}-floor", self.run);
-        let end = Instant::now() + window(&self.args);
-        let before = server_counts(&self.args.zk);
-        let tasks: Vec<_> = (0..clients)
-            .map(|c| {
-                let (zk, path) = (self.zk.clone(), format!("{dir}/p{c}"));
-                tokio::spawn(async move {
-                    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                    let mut done = 0usize;
-                    while Instant::now() < end {
-                        zk.create(&path, &[b'x'; 400], &options)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        zk.delete(&path, None).await.map_err(|e| e.to_string())?;
-                        done += 1;
-                    }
-                    Ok::<usize, String>(done)
-                })
-            })
-            .collect();
-        let mut total = 0;
-        for task in tasks {
-            total += task.await.map_err(|e| e.to_string())??;
-        }
-        let after = server_counts(&self.args.zk);
-        let (w, r) = per_op(before, after, total);
-        Ok(Row {
-            scenario: "floor: ZK create+delete, parallel".into(),
-            clients,
-            operations: total,
-            per_second: total as f64 / window(&self.args).as_secs_f64(),
-            zk_writes_per_op: w,
-            zk_reads_per_op: r,
-            p50_us: f64::NAN,
-            p99_us: f64::NAN,
-            note: String::new(),
-        })
-    }
-
-    /// The uncontended cycle, measured in alternating batches with the raw floor, so that
-    /// both see the same moments of a noisy machine. Returns the cycle's row and the floor's.
-    pub async fn uncontended(&self) -> Result<(Row, Row), String> {
-        const BATCH: usize = 50;
-        let mut client = self.client("u", "bench", None).await?;
-        let path = self.floor_path("paired").await?;
-        for _ in 0..self.args.warmup {
-            client.cycle().await?;
-            self.floor_cycle(&path).await?;
-        }
-        let mut cycles = Vec::with_capacity(self.args.cycles);
-        let mut floors = Vec::with_capacity(self.args.cycles);
-        let before = server_counts(&self.args.zk);
-        while cycles.len() < self.args.cycles {
-            let batch = BATCH.min(self.args.cycles - cycles.len());
-            for _ in 0..batch {
-                let t = Instant::now();
-                client.cycle().await?;
-                cycles.push(t.elapsed());
-            }
-            for _ in 0..batch {
-                floors.push(self.floor_cycle(&path).await?);
-            }
-        }
-        let after = server_counts(&self.args.zk);
-        // The floor's cycles are 2 writes each, counted by the server too.
-        let n = cycles.len();
-        let writes = (after.writes - before.writes - 2.0 * floors.len() as f64) / n as f64;
-        let reads = (after.reads - before.reads) / n as f64;
-        let rate = |samples: &[Duration]| {
-            samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64()
-        };
-        let (cycle_rate, floor_rate) = (rate(&cycles), rate(&floors));
-        let floor = Row {
-            scenario: "floor: ZK create+delete, interleaved with uncontended".into(),
-            clients: 1,
-            operations: floors.len(),
-            p50_us: percentile(&mut floors, 50.0),
-            p99_us: percentile(&mut floors, 99.0),
-            per_second: floor_rate,
-            zk_writes_per_op: 2.0,
-            zk_reads_per_op: 0.0,
-            note: format!("batches of {BATCH}, alternating with the uncontended cycle's"),
-        };
-        let cycle = Row {
-            scenario: "uncontended: acquire+release".into(),
-            clients: 1,
-            operations: n,
-            p50_us: percentile(&mut cycles, 50.0),
-            p99_us: percentile(&mut cycles, 99.0),
-            per_second: cycle_rate,
-            zk_writes_per_op: writes,
-            zk_reads_per_op: reads,
-            note: String::new(),
-        };
-        Ok((cycle, floor))
     }
 
     /// `clients` loops for the window, on their own locks or (`shared`) on one lock.
@@ -344,15 +195,10 @@ impl Bench {
         let total = samples.len();
         let (w, r) = per_op(before, after, total + warm);
         let row = Row {
-            scenario: scenario.into(),
-            clients,
-            operations: total,
-            p50_us: percentile(&mut samples, 50.0),
-            p99_us: percentile(&mut samples, 99.0),
             per_second: total as f64 / span.as_secs_f64(),
             zk_writes_per_op: w,
             zk_reads_per_op: r,
-            note: String::new(),
+            ..Row::of_samples(scenario, clients, &mut samples)
         };
         Ok((row, counts))
     }
@@ -368,6 +214,7 @@ impl Bench {
     }
 
     pub async fn contended(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+        let before = self.handoff_writes().await;
         let (row, counts) = self
             .throughput(
                 clients,
@@ -375,12 +222,37 @@ impl Bench {
                 "contended: one lock, waiting acquire+release",
             )
             .await?;
+        let after = self.handoff_writes().await;
+        let write = match (before, after) {
+            (Some((s0, n0)), Some((s1, n1))) if n1 > n0 => {
+                format!(
+                    "; hand-off write (ZooKeeper multi) mean {:.0} µs",
+                    (s1 - s0) / (n1 - n0) * 1e6
+                )
+            }
+            _ => String::new(),
+        };
         let note = format!(
-            "p50/p99: the wait; fairness (Jain) {:.3}, grants per client {}–{}",
+            "p50/p99: the wait; fairness (Jain) {:.3}, grants per client {}–{}{write}",
             jain(&counts),
             counts.iter().min().unwrap_or(&0),
             counts.iter().max().unwrap_or(&0)
         );
         Ok(Row { note, ..row })
+    }
+
+    /// The service's running total of hand-off write time (seconds) and count, from
+    /// `/metrics`: the part of a hand-off that ZooKeeper takes.
+    async fn handoff_writes(&self) -> Option<(f64, f64)> {
+        let url = format!("{}/metrics", self.args.url);
+        let text = self.http.get(url).send().await.ok()?.text().await.ok()?;
+        let value = |series: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        };
+        Some((
+            value("lockwarden_handoff_write_seconds_sum")?,
+            value("lockwarden_handoff_write_seconds_count")?,
+        ))
     }
 }

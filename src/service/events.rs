@@ -62,6 +62,9 @@ pub struct Metrics {
     pub wakeups_timer: AtomicU64,
     pub wakeups_handed: AtomicU64,
     pub queue_reads_saved: AtomicU64,
+    /// Microseconds that releases' hand-off writes took, and how many there were.
+    pub handoff_write_us: AtomicU64,
+    pub handoff_writes: AtomicU64,
     pub webhooks_delivered: AtomicU64,
     pub webhook_attempts_failed: AtomicU64,
     pub webhooks_given_up: AtomicU64,
@@ -71,6 +74,12 @@ pub struct Metrics {
 impl Metrics {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn handoff_write_took(&self, took: std::time::Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.handoff_write_us.fetch_add(micros, Ordering::Relaxed);
+        Metrics::bump(&self.handoff_writes);
     }
 
     /// The counters in Prometheus' text format.
@@ -126,6 +135,14 @@ impl Metrics {
                 ("{result=\"refused_target\"}", get(&self.webhooks_refused)),
             ],
         );
+        out.push_str(&format!(
+            "# HELP lockwarden_handoff_write_seconds Time a release's hand-off write (one ZooKeeper multi) took.\n\
+             # TYPE lockwarden_handoff_write_seconds summary\n\
+             lockwarden_handoff_write_seconds_sum {:.6}\n\
+             lockwarden_handoff_write_seconds_count {}\n",
+            get(&self.handoff_write_us) as f64 / 1e6,
+            get(&self.handoff_writes)
+        ));
         out
     }
 }

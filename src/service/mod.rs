@@ -20,6 +20,7 @@ mod acquire;
 mod cache;
 pub mod events;
 mod gc;
+mod joining;
 mod leaving;
 mod release;
 mod replies;

@@ -136,9 +136,13 @@ impl LockService {
             let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
-                    self.store
+                    let started = Instant::now();
+                    let outcome = self
+                        .store
                         .hand_off(name, &expected, Some(stored.version), to, deadline)
-                        .await
+                        .await;
+                    self.metrics.handoff_write_took(started.elapsed());
+                    outcome
                 }
                 None => {
                     self.store
