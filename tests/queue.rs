@@ -295,7 +295,51 @@ async fn a_higher_caller_joining_later_is_not_passed_over(svc: Service) {
     assert_eq!(svc.info("later").await["state"], "free");
 }
 
+/// A waiter's own `waiting_ms` holds whatever the waiter ahead of it does.
+async fn a_waiter_times_out_on_time_behind_a_patient_one(svc: Service) {
+    let svc = Arc::new(svc);
+    let holder = svc.must_acquire("patient", "h", 60_000).await;
+    let lease = holder["lease_id"].as_str().unwrap();
+    let patient = tokio::spawn({
+        let svc = svc.clone();
+        async move {
+            svc.acquire(
+                "patient",
+                json!({"owner": "a", "lease_ms": 1000, "waiting_ms": 60_000}),
+            )
+            .await
+        }
+    });
+    wait_for_waiters(&svc, "patient", 1).await;
+    let hasty = tokio::spawn({
+        let svc = svc.clone();
+        async move {
+            svc.acquire(
+                "patient",
+                json!({"owner": "b", "lease_ms": 1000, "waiting_ms": 1000}),
+            )
+            .await
+        }
+    });
+    wait_for_waiters(&svc, "patient", 2).await;
+    // A change to the lock while both wait (the in-memory store wakes every waiter on it).
+    let (status, _) = svc
+        .renew("patient", json!({"lease_id": lease, "lease_ms": 60_000}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = tokio::time::timeout(WAIT, hasty).await.unwrap().unwrap();
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "wait_timeout");
+    assert!(!patient.is_finished(), "the waiter ahead is still waiting");
+    svc.release("patient", lease).await;
+    let (status, body) = tokio::time::timeout(WAIT, patient).await.unwrap().unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    svc.release("patient", body["lease_id"].as_str().unwrap())
+        .await;
+}
+
 on_both_stores!(
+    a_waiter_times_out_on_time_behind_a_patient_one,
     a_release_hands_on_from_the_queue_it_remembers,
     a_higher_caller_joining_later_is_not_passed_over,
     ten_clients_are_served_one_at_a_time_in_arrival_order,

@@ -123,32 +123,22 @@ impl LocalWaiters {
     /// Registers a waiter; the receiver sees what releases on this instance tell it.
     pub fn register(&self, name: &LockName, id: &str, ticket: &Ticket) -> watch::Receiver<Notice> {
         let (sender, receiver) = watch::channel(Notice::Idle);
-        let mut inner = self.inner();
         let key = (name.clone(), id.to_owned());
-        if inner
-            .waiters
-            .insert(key, (ticket.clone(), sender))
-            .is_none()
-        {
-            *inner.per_lock.entry(name.clone()).or_default() += 1;
-        }
+        let earlier = self.inner().waiters.insert(key, (ticket.clone(), sender));
+        // Ids are unique per lock, and one call waits once on one instance.
+        debug_assert!(earlier.is_none(), "waiter {id} registered twice");
         receiver
     }
 
     pub fn unregister(&self, name: &LockName, id: &str) {
-        let mut inner = self.inner();
-        if inner
-            .waiters
-            .remove(&(name.clone(), id.to_owned()))
-            .is_some()
-        {
-            if let Some(count) = inner.per_lock.get_mut(name) {
-                *count -= 1;
-                if *count == 0 {
-                    inner.per_lock.remove(name);
-                }
-            }
-        }
+        self.inner().waiters.remove(&(name.clone(), id.to_owned()));
+    }
+
+    /// Counts a call that is joining or waiting in `name`'s queue here, from before it
+    /// marks the record until the guard goes (see `any`).
+    pub fn joining<'a>(&'a self, name: &'a LockName) -> Joining<'a> {
+        *self.inner().per_lock.entry(name.clone()).or_default() += 1;
+        Joining { local: self, name }
     }
 
     /// A receiver that ends (`changed()` fails) once the waiter `id` on this instance has
@@ -159,7 +149,7 @@ impl LocalWaiters {
         Some(sender.subscribe())
     }
 
-    /// Whether any caller waits on `name` on this instance.
+    /// Whether any call is joining or waiting in `name`'s queue on this instance.
     pub fn any(&self, name: &LockName) -> bool {
         self.inner().per_lock.contains_key(name)
     }
@@ -196,6 +186,24 @@ impl LocalWaiters {
                 }
                 None => false,
             });
+        }
+    }
+}
+
+/// See `LocalWaiters::joining`.
+pub struct Joining<'a> {
+    local: &'a LocalWaiters,
+    name: &'a LockName,
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.local.inner();
+        if let Some(count) = inner.per_lock.get_mut(self.name) {
+            *count -= 1;
+            if *count == 0 {
+                inner.per_lock.remove(self.name);
+            }
         }
     }
 }

@@ -3,7 +3,9 @@
 //! callers waiting here, the end of a local predecessor's call, and the record and queue
 //! this instance remembers from its last hand-off.
 
-use super::cache::LocalWaiters;
+use std::time::Instant;
+
+use super::cache::{LocalWaiters, Notice};
 use super::events::Metrics;
 use super::{LockService, Put, Read, ServiceError};
 use crate::engine;
@@ -60,14 +62,25 @@ impl LockService {
         ))
     }
 
-    /// Waits until the waiter `ahead`, whose queue node has gone, has finished waiting, if it
-    /// waits on this instance. Its node goes when the lock is handed to it, or when it leaves;
-    /// either way its call ends at once, and when this instance handed it the lock, it has
-    /// remembered the record and queue by then, so the next round needs no read.
-    pub(super) async fn behind_local(&self, name: &LockName, ahead: &str) {
-        if let Some(mut ending) = self.local.subscribe(name, ahead) {
-            while ending.changed().await.is_ok() {}
-        }
+    /// When a release on this instance is handing the lock to the waiter `ahead` (on this
+    /// instance too), waits until that call has ended, or until `until`: then this instance
+    /// has remembered the record and the queue behind it, and the next round needs no read.
+    /// Returns at once otherwise, and as soon as such a hand-off fails.
+    pub(super) async fn behind_local(&self, name: &LockName, ahead: &str, until: Instant) {
+        let Some(mut ahead) = self.local.subscribe(name, ahead) else {
+            return;
+        };
+        let handing = async {
+            loop {
+                if matches!(*ahead.borrow_and_update(), Notice::Idle) {
+                    return;
+                }
+                if ahead.changed().await.is_err() {
+                    return; // its call has ended
+                }
+            }
+        };
+        let _ = tokio::time::timeout_at(until.into(), handing).await;
     }
 
     /// When this instance made the last hand-off of the lock and this waiter heads the queue
@@ -85,7 +98,8 @@ impl LockService {
             return None;
         }
         let (record, version, rest) = self.cache.get(name)?;
-        if rest.first().map(|w| &w.id) != Some(&me.id) || record.requestor.is_some() {
+        let head = rest.first()?;
+        if head.id != me.id || record.queued != Some(head.priority) || record.requestor.is_some() {
             return None;
         }
         Metrics::bump(&self.metrics.queue_reads_saved);

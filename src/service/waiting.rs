@@ -72,6 +72,9 @@ impl LockService {
     ) -> AcquireOutcome {
         Metrics::bump(&self.metrics.waits_started);
         let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
+        // Counted from now, so that no acquire here takes the lock past this call on what the
+        // record may not say yet.
+        let _joining = self.local.joining(name);
         let ticket = request.ticket(
             waiter_key(name, request),
             crate::model::LeaseId::random(),
@@ -202,6 +205,7 @@ impl LockService {
             stored,
             record,
             queue,
+            queue_remembered,
             ..
         } = match remembered {
             Some(read) => read,
@@ -221,7 +225,13 @@ impl LockService {
                 refusal, name, &record, &queue, now,
             )))))
         };
-        match engine::decide_waiting(&record, &queue, ticket, &me.id, state.was_requestor, now) {
+        let decision =
+            engine::decide_waiting(&record, &queue, ticket, &me.id, state.was_requestor, now);
+        if queue_remembered && !matches!(decision, WaitDecision::Wait { .. }) {
+            // What is remembered only serves to wait: anything else is decided on a read.
+            return Ok(Step::Again);
+        }
+        match decision {
             WaitDecision::Granted => Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
             )))),
@@ -329,7 +339,7 @@ impl LockService {
                     Wake::Timer => &self.metrics.wakeups_timer,
                 });
                 if let (Wake::Predecessor, Watch::Predecessor(ahead)) = (wake, &watch) {
-                    self.behind_local(name, ahead).await;
+                    self.behind_local(name, ahead, instant_at(until, now)).await;
                     state.predecessor_left = true;
                 }
                 Ok(Step::Again)
