@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::model::{FencingToken, LeaseId, UnixMillis, NO_OWNER};
 
@@ -179,7 +180,21 @@ impl LockRecord {
             put(&mut f, "LW_REQUEST_ID", h.request_id.clone());
             put(&mut f, "LW_REQUEST_DIGEST", h.request_digest.clone());
         }
-        let doc = json!({"id": "LOCK", "simpleFields": f, "listFields": {}, "mapFields": {}});
+        // Serialised straight from the map: records are written on every lock cycle.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct ZnRecord<'a> {
+            id: &'static str,
+            simple_fields: &'a BTreeMap<&'static str, String>,
+            list_fields: BTreeMap<(), ()>,
+            map_fields: BTreeMap<(), ()>,
+        }
+        let doc = ZnRecord {
+            id: "LOCK",
+            simple_fields: &f,
+            list_fields: BTreeMap::new(),
+            map_fields: BTreeMap::new(),
+        };
         serde_json::to_vec(&doc).expect("a map of strings always serialises")
     }
 

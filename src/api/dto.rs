@@ -225,6 +225,29 @@ pub struct RenewBody {
     pub lease_ms: Option<i64>,
 }
 
+/// The answer to an acquire that got the lock. (Typed answers are serialised straight to
+/// bytes, without building a JSON tree first: they are on every lock cycle's path.)
+#[derive(Debug, Serialize)]
+pub struct Acquired {
+    pub acquired: bool,
+    pub lease_id: String,
+    pub fencing_token: u64,
+    pub lock: LockInfo,
+}
+
+/// The answer to a release or force release.
+#[derive(Debug, Serialize)]
+pub struct Released {
+    pub released: bool,
+    pub lock: LockInfo,
+}
+
+/// The answer to a renewal.
+#[derive(Debug, Serialize)]
+pub struct Renewed {
+    pub lock: LockInfo,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody {

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 
 use super::auth::{require_admin, Role};
 use super::dto::{
-    AcquireBody, GetQuery, ListParams, LockInfo, ReleaseBody, RenewBody, ValidateQuery,
+    AcquireBody, Acquired, GetQuery, ListParams, LockInfo, ReleaseBody, Released, RenewBody,
+    Renewed, ValidateQuery,
 };
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, LockPath, QueryParams};
@@ -22,7 +23,7 @@ use crate::store::ListQuery;
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
 
-type Reply = Result<Json<Value>, ApiError>;
+type Reply<T = Value> = Result<Json<T>, ApiError>;
 
 /// The authenticated caller of a `/v1` route.
 pub struct Caller(pub Role);
@@ -44,7 +45,7 @@ pub async fn acquire(
     Caller(role): Caller,
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<AcquireBody>,
-) -> Reply {
+) -> Reply<Acquired> {
     let request = body.validate(app.limits)?;
     if request.priority == Priority::OVERRIDE {
         require_admin(role, "priority 2147483647 (the SRE override)")?;
@@ -64,12 +65,12 @@ pub async fn acquire(
         .acquire(name, request)
         .await
         .map_err(|e| ApiError::from(e).on_acquire())?;
-    Ok(Json(json!({
-        "acquired": true,
-        "lease_id": granted.lease_id.to_string(),
-        "fencing_token": granted.fencing_token.0,
-        "lock": LockInfo::of(&granted.lock, None),
-    })))
+    Ok(Json(Acquired {
+        acquired: true,
+        lease_id: granted.lease_id.to_string(),
+        fencing_token: granted.fencing_token.0,
+        lock: LockInfo::of(&granted.lock, None),
+    }))
 }
 
 pub async fn renew(
@@ -77,7 +78,7 @@ pub async fn renew(
     _: Caller,
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<RenewBody>,
-) -> Reply {
+) -> Reply<Renewed> {
     let lease_id = lease(&body.lease_id)?;
     let max = i64::try_from(app.limits.max_lease_ms).unwrap_or(i64::MAX);
     let lease_ms = match body.lease_ms {
@@ -89,7 +90,9 @@ pub async fn renew(
         other => other.map(|ms| ms as u64),
     };
     let lock = app.service.renew(&name, &lease_id, lease_ms).await?;
-    Ok(Json(json!({"lock": LockInfo::of(&lock, None)})))
+    Ok(Json(Renewed {
+        lock: LockInfo::of(&lock, None),
+    }))
 }
 
 pub async fn release(
@@ -97,24 +100,26 @@ pub async fn release(
     _: Caller,
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<ReleaseBody>,
-) -> Reply {
+) -> Reply<Released> {
     let lease_id = lease(&body.lease_id)?;
     let lock = app.service.release(&name, &lease_id).await?;
-    Ok(Json(
-        json!({"released": true, "lock": LockInfo::of(&lock, None)}),
-    ))
+    Ok(Json(Released {
+        released: true,
+        lock: LockInfo::of(&lock, None),
+    }))
 }
 
 pub async fn force_release(
     State(app): State<AppState>,
     Caller(role): Caller,
     LockPath(name): LockPath,
-) -> Reply {
+) -> Reply<Released> {
     require_admin(role, "force release")?;
     let lock = app.service.force_release(&name).await?;
-    Ok(Json(
-        json!({"released": true, "lock": LockInfo::of(&lock, None)}),
-    ))
+    Ok(Json(Released {
+        released: true,
+        lock: LockInfo::of(&lock, None),
+    }))
 }
 
 pub async fn get_lock(
