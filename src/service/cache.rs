@@ -120,18 +120,26 @@ impl LocalWaiters {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiter; the receiver sees what releases on this instance tell it.
-    pub fn register(&self, name: &LockName, id: &str, ticket: &Ticket) -> watch::Receiver<Notice> {
+    /// Registers a waiter until the returned guard goes (however its wait ends, even if
+    /// its future is dropped: a waiter behind it may be waiting for that). The receiver sees
+    /// what releases on this instance tell it.
+    pub fn register<'a>(
+        &'a self,
+        name: &'a LockName,
+        id: &'a str,
+        ticket: &Ticket,
+    ) -> (watch::Receiver<Notice>, Registered<'a>) {
         let (sender, receiver) = watch::channel(Notice::Idle);
         let key = (name.clone(), id.to_owned());
         let earlier = self.inner().waiters.insert(key, (ticket.clone(), sender));
         // Ids are unique per lock, and one call waits once on one instance.
         debug_assert!(earlier.is_none(), "waiter {id} registered twice");
-        receiver
-    }
-
-    pub fn unregister(&self, name: &LockName, id: &str) {
-        self.inner().waiters.remove(&(name.clone(), id.to_owned()));
+        let registered = Registered {
+            local: self,
+            name,
+            id,
+        };
+        (receiver, registered)
     }
 
     /// Counts a call that is joining or waiting in `name`'s queue here, from before it
@@ -187,6 +195,20 @@ impl LocalWaiters {
                 None => false,
             });
         }
+    }
+}
+
+/// See `LocalWaiters::register`.
+pub struct Registered<'a> {
+    local: &'a LocalWaiters,
+    name: &'a LockName,
+    id: &'a str,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let key = (self.name.clone(), self.id.to_owned());
+        self.local.inner().waiters.remove(&key);
     }
 }
 

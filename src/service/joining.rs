@@ -1,30 +1,17 @@
 //! Joining a lock's queue, and what a waiter learns from this instance instead of reading
-//! ZooKeeper: the mark a caller writes on the record before it joins, the register of the
-//! callers waiting here, the end of a local predecessor's call, and the record and queue
-//! this instance remembers from its last hand-off.
+//! ZooKeeper: the mark a caller writes on the record before it joins, the end of a local
+//! predecessor's call, and the record and queue this instance remembers from its last
+//! hand-off.
 
 use std::time::Instant;
 
-use super::cache::{LocalWaiters, Notice};
+use super::cache::Notice;
 use super::events::Metrics;
 use super::{LockService, Put, Read, ServiceError};
 use crate::engine;
 use crate::model::LockName;
 use crate::store::Stored;
 use crate::waiter::Waiter;
-
-/// Removes a waiter from this instance's register when its wait ends.
-pub(super) struct Registered<'a> {
-    pub(super) local: &'a LocalWaiters,
-    pub(super) name: &'a LockName,
-    pub(super) id: &'a str,
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        self.local.unregister(self.name, self.id);
-    }
-}
 
 impl LockService {
     /// Makes sure the record says callers are queued, at this caller's priority, *before*

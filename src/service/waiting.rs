@@ -88,14 +88,7 @@ impl LockService {
                 return Err(error.into());
             }
         };
-        let mut handed = self.local.register(name, &me.id, &ticket);
-        // Unregistered however the wait ends, even if this future is dropped: a waiter behind
-        // this one may be waiting for that (see `behind_local`).
-        let _registered = super::joining::Registered {
-            local: &self.local,
-            name,
-            id: &me.id,
-        };
+        let (mut handed, _registered) = self.local.register(name, &me.id, &ticket);
         let state = WaitState {
             received,
             was_requestor: false,
