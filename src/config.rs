@@ -76,6 +76,21 @@ pub struct ServeArgs {
     /// --zk-session-timeout-ms: ZooKeeper restarts a node's version when it is created again.
     #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 15_000)]
     pub gc_delay_ms: u64,
+    /// How often each instance looks through every lock record for free records that no
+    /// instance has scheduled for deletion (one whose instance crashed, say). It also does
+    /// so once at start.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_GC_SWEEP_INTERVAL_MS",
+        default_value_t = 600_000
+    )]
+    pub gc_sweep_interval_ms: u64,
+    /// The most that the wall clocks of two lockwarden instances may disagree. An expired
+    /// lease is taken over only this long after its expiry, so that no instance hands a lock
+    /// on while another (whose clock is behind) still says its holder holds it. Keep the
+    /// hosts' clocks synchronised (NTP) well within it.
+    #[arg(long, env = "LOCKWARDEN_MAX_CLOCK_SKEW_MS", default_value_t = 1_000)]
+    pub max_clock_skew_ms: u64,
     /// The ZooKeeper session timeout.
     #[arg(
         long,
@@ -132,6 +147,12 @@ impl ServeArgs {
         }
         if self.store_timeout_ms == 0 {
             return Err("--store-timeout-ms must be at least 1".into());
+        }
+        if self.gc_sweep_interval_ms == 0 {
+            return Err("--gc-sweep-interval-ms must be at least 1".into());
+        }
+        if self.max_clock_skew_ms > self.max_lease_ms {
+            return Err("--max-clock-skew-ms may not exceed --max-lease-ms".into());
         }
         // The longest a write may take to land after the read it was planned on: a cached
         // read (up to one request timeout old), the request's own timeout, and a request that

@@ -190,6 +190,10 @@ impl UnixMillis {
         UnixMillis(self.0.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
     }
 
+    pub fn minus(self, ms: u64) -> UnixMillis {
+        UnixMillis(self.0.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)))
+    }
+
     /// RFC 3339 UTC with milliseconds; `None` outside the years 0000–9999.
     pub fn rfc3339(self) -> Option<String> {
         let when =

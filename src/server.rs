@@ -12,7 +12,7 @@ use tracing::info;
 use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::config::ServeArgs;
 use crate::service::events::{EventSink, Metrics, NoEvents};
-use crate::service::LockService;
+use crate::service::{LockService, Timing};
 use crate::store::{memory::MemoryStore, zk::ZkStore, LockStore};
 use crate::webhook::{sign::Secret, Webhooks};
 
@@ -37,13 +37,13 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         )),
         None => Arc::new(NoEvents),
     };
-    let service = Arc::new(LockService::new(
-        store,
-        Duration::from_millis(args.store_timeout_ms),
-        Duration::from_millis(args.gc_delay_ms),
-        events,
-        metrics,
-    ));
+    let timing = Timing {
+        store_timeout: Duration::from_millis(args.store_timeout_ms),
+        gc_delay: Duration::from_millis(args.gc_delay_ms),
+        gc_sweep_every: Duration::from_millis(args.gc_sweep_interval_ms),
+        max_clock_skew_ms: args.max_clock_skew_ms,
+    };
+    let service = Arc::new(LockService::new(store, timing, events, metrics));
     Ok(api::router(AppState {
         service,
         auth: Auth::new(&args.api_tokens, args.admin_token.as_deref()),

@@ -30,11 +30,12 @@ pub enum ErrorCode {
     CleanupTimeout,
     Superseded,
     WaitTimeout,
+    LeaseEnded,
     StoreUnavailable,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidLockName,
         ErrorCode::Unauthorized,
@@ -49,6 +50,7 @@ impl ErrorCode {
         ErrorCode::CleanupTimeout,
         ErrorCode::Superseded,
         ErrorCode::WaitTimeout,
+        ErrorCode::LeaseEnded,
         ErrorCode::StoreUnavailable,
     ];
 
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::CleanupTimeout => "cleanup_timeout",
             ErrorCode::Superseded => "superseded",
             ErrorCode::WaitTimeout => "wait_timeout",
+            ErrorCode::LeaseEnded => "lease_ended",
             ErrorCode::StoreUnavailable => "store_unavailable",
         }
     }
@@ -86,7 +89,8 @@ impl ErrorCode {
             | ErrorCode::NameConflict
             | ErrorCode::CleanupTimeout
             | ErrorCode::Superseded
-            | ErrorCode::WaitTimeout => StatusCode::CONFLICT,
+            | ErrorCode::WaitTimeout
+            | ErrorCode::LeaseEnded => StatusCode::CONFLICT,
             ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -144,6 +148,10 @@ impl From<ServiceError> for ApiError {
                         format!("a higher-priority request for '{name}' took this request's place"),
                     ),
                     Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before '{name}' was free")),
+                    Refusal::LeaseEnded => (
+                        ErrorCode::LeaseEnded,
+                        format!("the lease this request_id was granted on '{name}' has ended (it ran out, or was released or taken over); acquire again with a new request_id"),
+                    ),
                 };
                 ApiError {
                     lock: Some(Box::new(info)),

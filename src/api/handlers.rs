@@ -172,6 +172,7 @@ pub async fn list(
         prefix,
         after,
         limit,
+        free: false,
     };
     let (locks, more) = app.service.list(&query).await?;
     let next_cursor = more

@@ -93,6 +93,47 @@ pub enum AcquireRefusal {
     LockHeld,
     /// The `request_id` was used before with a different request body.
     RequestIdReused,
+    /// The grant this `request_id` made has ended (its lease ran out, or it was released or
+    /// taken over): a retry must not report it as held.
+    LeaseEnded,
+}
+
+/// The service's clock as the lock rules see it: the time now, and the most that the clocks
+/// of two instances may disagree (`--max-clock-skew-ms`). A lease is judged over by its
+/// holder (renew, validate) at its expiry, but is *taken over* only `max_skew_ms` later: by
+/// then it has ended on every instance's clock, so no instance hands the lock on while
+/// another still says that the holder holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    pub now: UnixMillis,
+    pub max_skew_ms: u64,
+}
+
+impl From<UnixMillis> for Clock {
+    fn from(now: UnixMillis) -> Self {
+        Clock {
+            now,
+            max_skew_ms: 0,
+        }
+    }
+}
+
+impl Clock {
+    /// The holder, unless its lease has ended on every instance's clock.
+    pub(crate) fn untakeable_holder<'a>(&self, record: &'a LockRecord) -> Option<&'a Holder> {
+        record
+            .holder
+            .as_ref()
+            .filter(|h| !h.expires.has_passed(self.now.minus(self.max_skew_ms)))
+    }
+
+    /// When `holder`'s lease may be taken over; `None` if never.
+    pub(crate) fn takeover_at(&self, holder: &Holder) -> Option<UnixMillis> {
+        match holder.expires {
+            Expiry::Never => None,
+            Expiry::At(at) => Some(at.plus(self.max_skew_ms)),
+        }
+    }
 }
 
 /// What a reader sees of a lock at a given instant.
@@ -151,15 +192,20 @@ pub fn decide_acquire(
     current: &LockRecord,
     queue: &[Waiter],
     request: &AcquireRequest,
-    now: UnixMillis,
+    now: impl Into<Clock>,
     new_lease_id: LeaseId,
 ) -> AcquireDecision {
+    let clock = now.into();
+    let now = clock.now;
     if let (Some(holder), Some(request_id)) = (&current.holder, &request.request_id) {
         if holder.request_id.as_deref() == Some(request_id.as_str())
             && holder.owner == request.owner.as_str()
         {
             if holder.request_digest.as_deref() != Some(request.request_digest.as_str()) {
                 return AcquireDecision::Refuse(AcquireRefusal::RequestIdReused);
+            }
+            if holder.expires.has_passed(now) {
+                return AcquireDecision::Refuse(AcquireRefusal::LeaseEnded);
             }
             if let Some(lease_id) = holder.lease_id {
                 return AcquireDecision::AlreadyGranted { lease_id };
@@ -190,7 +236,7 @@ pub fn decide_acquire(
     }
     let priority = request.priority.get();
     let may_wait = request.waiting_ms.is_some_and(|w| w > 0);
-    if let Some(holder) = live_holder(current, now) {
+    if let Some(holder) = clock.untakeable_holder(current) {
         return if may_preempt(priority, holder, live_requestor(current, queue)) || may_wait {
             AcquireDecision::Wait
         } else {

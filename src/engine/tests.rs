@@ -328,3 +328,57 @@ fn a_hand_off_keeps_the_queues_priority_until_the_queue_is_empty() {
     held.queued = Some(1);
     assert_eq!(queued_after(&held, &queue, None, true), Some(5));
 }
+
+#[test]
+fn a_retried_request_id_whose_lease_ran_out_is_not_reported_as_held() {
+    let mut req = request("a");
+    req.request_id = Some(RequestId::parse("r1").unwrap());
+    let AcquireDecision::Grant { record, .. } =
+        decide_acquire(&LockRecord::default(), &[], &req, NOW, LeaseId::random())
+    else {
+        panic!()
+    };
+    // The lease (1000 ms) ran out and nobody took the lock yet: the retry must not say that
+    // it holds, because validate of its token already says it does not.
+    assert_eq!(
+        decide_acquire(&record, &[], &req, NOW.plus(1000), LeaseId::random()),
+        AcquireDecision::Refuse(AcquireRefusal::LeaseEnded)
+    );
+}
+
+fn skewed(now: UnixMillis, max_skew_ms: u64) -> Clock {
+    Clock { now, max_skew_ms }
+}
+
+#[test]
+fn an_expired_lease_is_taken_over_only_once_it_has_ended_on_every_clock() {
+    let (record, lease) = granted("a", NOW);
+    let expiry = NOW.plus(1000);
+    let other = request("b");
+    // Expired on this instance's clock, but another's may still be up to 500 ms behind.
+    for at in [expiry, expiry.plus(499)] {
+        assert_eq!(
+            decide_acquire(&record, &[], &other, skewed(at, 500), LeaseId::random()),
+            AcquireDecision::Refuse(AcquireRefusal::LockHeld),
+            "taken over at {at:?}"
+        );
+        assert!(!is_current(&record, FencingToken(77), at), "validate: over");
+        assert!(
+            matches!(
+                decide_renew(&record, &lease, None, at),
+                RenewDecision::Write(_)
+            ),
+            "the holder may still renew"
+        );
+    }
+    assert!(matches!(
+        decide_acquire(
+            &record,
+            &[],
+            &other,
+            skewed(expiry.plus(500), 500),
+            LeaseId::random()
+        ),
+        AcquireDecision::Grant { .. }
+    ));
+}

@@ -1,9 +1,9 @@
 //! What a waiting caller does next: take the lock, ask the holder to clean up, give up, or
 //! wait for a change. Re-decided after every wake-up, from a fresh read.
 
-use super::{announce_waiter, handed_to, live_holder, live_requestor, may_preempt, queued_after};
+use super::{announce_waiter, handed_to, live_requestor, may_preempt, queued_after, Clock};
 use crate::model::UnixMillis;
-use crate::record::{Expiry, Holder, LockRecord, Requestor};
+use crate::record::{Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter};
 
 /// What a waiter watches while it waits, besides its timers.
@@ -65,13 +65,6 @@ fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> 
     }
 }
 
-fn expiry(holder: &Holder) -> Option<UnixMillis> {
-    match holder.expires {
-        Expiry::Never => None,
-        Expiry::At(at) => Some(at),
-    }
-}
-
 /// `me` waits as `my_id`; `was_requestor` says it held the requestor slot at some point.
 pub fn decide_waiting(
     current: &LockRecord,
@@ -79,8 +72,10 @@ pub fn decide_waiting(
     me: &Ticket,
     my_id: &str,
     was_requestor: bool,
-    now: UnixMillis,
+    now: impl Into<Clock>,
 ) -> WaitDecision {
+    let clock = now.into();
+    let now = clock.now;
     if current.holder.as_ref().and_then(|h| h.lease_id) == Some(me.lease_id) {
         return WaitDecision::Granted;
     }
@@ -94,7 +89,7 @@ pub fn decide_waiting(
         watch: Watch::Predecessor(queue[position - 1].id.clone()),
     };
 
-    let Some(holder) = live_holder(current, now) else {
+    let Some(holder) = clock.untakeable_holder(current) else {
         // Free, or the lease ran out: the head takes it (nothing was written at expiry).
         return if position == 0 {
             WaitDecision::Take {
@@ -138,7 +133,7 @@ pub fn decide_waiting(
             };
         }
         return WaitDecision::Wait {
-            until: earliest(Some(limit), expiry(holder)),
+            until: earliest(Some(limit), clock.takeover_at(holder)),
             watch: Watch::Record,
         };
     }
@@ -207,7 +202,7 @@ pub fn decide_waiting(
     }
     if position == 0 {
         WaitDecision::Wait {
-            until: earliest(wait_until, expiry(holder)),
+            until: earliest(wait_until, clock.takeover_at(holder)),
             watch: Watch::Record,
         }
     } else {

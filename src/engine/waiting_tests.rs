@@ -424,3 +424,30 @@ fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
     assert_eq!(record.queued, Some(1));
     assert_eq!(record.holder, current.holder);
 }
+
+#[test]
+fn the_head_takes_an_expired_lock_only_after_the_clock_skew_and_wakes_for_it() {
+    let w = waiter("p", 0, 1);
+    let me = ticket("p", 0, Some(120_000), false);
+    let record = LockRecord {
+        queued: Some(0),
+        ..held(1000)
+    };
+    let queue = std::slice::from_ref(&w);
+    let clock = |now: UnixMillis| Clock {
+        now,
+        max_skew_ms: 700,
+    };
+    let expiry = NOW.plus(60_000);
+    let early = decide_waiting(&record, queue, &me, &w.id, false, clock(expiry));
+    assert_eq!(
+        early,
+        WaitDecision::Wait {
+            until: Some(expiry.plus(700)),
+            watch: Watch::Record
+        },
+        "waits until the lease has ended on every clock"
+    );
+    let late = decide_waiting(&record, queue, &me, &w.id, false, clock(expiry.plus(700)));
+    assert!(matches!(late, WaitDecision::Take { .. }), "{late:?}");
+}

@@ -51,10 +51,20 @@ impl LockService {
                 service: self.clone(),
                 name: name.clone(),
                 lease: new_lease,
+                lease_ms: request.lease_ms,
                 armed: true,
             };
-            let immediate = self.acquire_now(&name, &request, new_lease).await;
-            guard.armed = false;
+            let mut sent_grant = false;
+            let immediate = self
+                .acquire_now(&name, &request, new_lease, &mut sent_grant)
+                .await;
+            // A call that failed on the store after sending a grant may have lost its answer:
+            // the caller never learns its lease, so the guard stays armed and undoes it.
+            guard.armed = sent_grant
+                && matches!(
+                    immediate,
+                    Immediate::Done(Err(ServiceError::StoreUnavailable(_)))
+                );
             match immediate {
                 Immediate::Done(outcome) => return outcome,
                 Immediate::MustWait(read) => must_wait = Some(read),
@@ -62,7 +72,7 @@ impl LockService {
         }
         let (sender, receiver) = match &request.request_id {
             Some(id) => match self.replies.begin(&name, id, &request.request_digest)? {
-                Flight::Finished(outcome) => return *outcome,
+                Flight::Finished(outcome) => return self.still_granted(&name, *outcome).await,
                 Flight::Joined(receiver) => return outcome_of(receiver).await,
                 Flight::Lead(sender, receiver) => (sender, receiver),
             },
@@ -77,7 +87,11 @@ impl LockService {
             let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
             let immediate = match must_wait {
                 Some(read) => Immediate::MustWait(read),
-                None => service.acquire_now(&name, &request, new_lease).await,
+                None => {
+                    service
+                        .acquire_now(&name, &request, new_lease, &mut false)
+                        .await
+                }
             };
             let outcome = match immediate {
                 Immediate::Done(outcome) => outcome,
@@ -110,14 +124,42 @@ impl LockService {
         outcome_of(receiver).await
     }
 
+    /// A finished call's outcome for its retry: a grant only while its lease still holds the
+    /// lock (read afresh, with `sync`), so a retry never reports a lease that has ended.
+    async fn still_granted(&self, name: &LockName, outcome: AcquireOutcome) -> AcquireOutcome {
+        let Ok(granted) = outcome else {
+            return outcome;
+        };
+        let deadline = self.deadline();
+        let now = UnixMillis::now();
+        let stored = self.store.read_latest(name, deadline).await?;
+        let record = stored.map(|s| s.record).unwrap_or_default();
+        let queue = self.store.queue(name, deadline).await?;
+        let live =
+            engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
+        if !live {
+            return Err(refused(Refusal::LeaseEnded, name, &record, &queue, now));
+        }
+        Ok(Granted {
+            fencing_token: token_of(&record),
+            lock: snapshot(name, &record, &queue, now),
+            fresh: false,
+            ..granted
+        })
+    }
+
     /// Acquires without waiting, or says that the call must wait in the queue.
     pub(super) async fn acquire_now(
         &self,
         name: &LockName,
         request: &AcquireRequest,
         new_lease: LeaseId,
+        sent_grant: &mut bool,
     ) -> Immediate {
-        match self.try_acquire_now(name, request, new_lease).await {
+        match self
+            .try_acquire_now(name, request, new_lease, sent_grant)
+            .await
+        {
             Ok(immediate) => immediate,
             Err(error) => Immediate::Done(Err(error)),
         }
@@ -128,6 +170,7 @@ impl LockService {
         name: &LockName,
         request: &AcquireRequest,
         new_lease: LeaseId,
+        sent_grant: &mut bool,
     ) -> Result<Immediate, ServiceError> {
         let deadline = self.deadline();
         let overriding = request.priority == Priority::OVERRIDE;
@@ -173,35 +216,53 @@ impl LockService {
                 _ => self.read(name, deadline, now, false).await?,
             };
             let done = |outcome| Ok(Immediate::Done(outcome));
-            let (next, lease_id, fresh) =
-                match engine::decide_acquire(&record, &queue, request, now, new_lease) {
-                    // A decision not to write is only made on a fresh read.
-                    AcquireDecision::AlreadyGranted { .. }
-                    | AcquireDecision::Refuse(_)
-                    | AcquireDecision::Wait
-                        if cached =>
-                    {
-                        continue
-                    }
-                    AcquireDecision::AlreadyGranted { lease_id } => {
-                        let lock = snapshot(name, &record, &queue, now);
-                        return done(Ok(Granted {
-                            lease_id,
-                            fencing_token: token_of(&record),
-                            lock,
-                            fresh: false,
-                        }));
-                    }
-                    AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
-                        return done(Err(refused(Refusal::LockHeld, name, &record, &queue, now)))
-                    }
-                    AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
-                        return done(Err(ServiceError::RequestIdReused))
-                    }
-                    AcquireDecision::Wait => return Ok(Immediate::MustWait(stored)),
-                    AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
-                    AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
-                };
+            let (next, lease_id, fresh) = match engine::decide_acquire(
+                &record,
+                &queue,
+                request,
+                self.clock(now),
+                new_lease,
+            ) {
+                // A decision not to write is only made on a fresh read.
+                AcquireDecision::AlreadyGranted { .. }
+                | AcquireDecision::Refuse(_)
+                | AcquireDecision::Wait
+                    if cached =>
+                {
+                    continue
+                }
+                AcquireDecision::AlreadyGranted { lease_id } => {
+                    // A retry is told "granted" only on a read after a sync: a lagging
+                    // follower may still show a lease that has ended.
+                    let lock = snapshot(name, &record, &queue, now);
+                    let granted = Granted {
+                        lease_id,
+                        fencing_token: token_of(&record),
+                        lock,
+                        fresh: false,
+                    };
+                    return done(self.still_granted(name, Ok(granted)).await);
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
+                    return done(Err(refused(Refusal::LockHeld, name, &record, &queue, now)))
+                }
+                AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
+                    return done(Err(ServiceError::RequestIdReused))
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LeaseEnded) => {
+                    return done(Err(refused(
+                        Refusal::LeaseEnded,
+                        name,
+                        &record,
+                        &queue,
+                        now,
+                    )))
+                }
+                AcquireDecision::Wait => return Ok(Immediate::MustWait(stored)),
+                AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
+                AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
+            };
+            *sent_grant |= fresh;
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
                     if overriding {

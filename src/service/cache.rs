@@ -47,7 +47,7 @@ impl RecordCache {
         }
     }
 
-    pub fn remember(&self, name: &LockName, record: &LockRecord, version: i32) {
+    pub fn remember(&self, name: &LockName, record: &LockRecord, version: Version) {
         self.remember_with_rest(name, record, version, Vec::new());
     }
 
@@ -56,7 +56,7 @@ impl RecordCache {
         &self,
         name: &LockName,
         record: &LockRecord,
-        version: i32,
+        version: Version,
         rest: Vec<Waiter>,
     ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -65,7 +65,7 @@ impl RecordCache {
         }
         let entry = Entry {
             record: record.clone(),
-            version: Version::plain(version),
+            version,
             at: Instant::now(),
             rest,
         };

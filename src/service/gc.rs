@@ -1,225 +1,287 @@
-//! Deferred, two-phase deletion of released lock records.
+//! Deferred, two-phase deletion of free lock records, and the sweep that finds free records
+//! nobody scheduled (an instance that crashed or restarted, an item dropped on errors).
 //!
 //! ZooKeeper restarts a znode's version when the znode is created again, so a conditional
 //! write planned against a deleted record could land on its successor at the same version
 //! (an ABA: two holders). A release therefore writes a *free* record, and this collector
-//! removes it in two phases, each after the delay:
+//! removes it in two phases, each a delay apart:
 //!
-//! 1. **fence**: rewrite the free record, if still at the version freed. Every write planned
-//!    on an earlier read now fails its version check.
-//! 2. **delete**: a full delay later, delete it, if still at the fenced version.
+//! 1. **fence**: on a fresh read, if the record is still free, rewrite it as a fenced free
+//!    record. On ZooKeeper a fenced record sits at an **odd** version, and no live record
+//!    ever does (every lockwarden write leaves an even version; see `store::zk::stage_set`).
+//! 2. **delete**: a full delay after the fence, on a fresh read, delete it if it is still
+//!    in the very state the fence left (same `mzxid`, the id of the write that made it).
 //!
-//! The delay is longer than the longest a write can take to land after the read it was
-//! planned on (the request timeout, a request queued across a reconnect, and the age of a
-//! cached version; see `ServeArgs::check`). So a write planned before the fence lands before
-//! the delete and fails, and a write planned after it lands before the delete too: it either
-//! fails or reuses the lock, and then the delete fails. No write can meet a new record.
+//! Why no write can meet a new record:
+//! - Every item is re-read (with `sync`, so not from a lagging follower) right before its
+//!   write, and the write goes out on the session of that read, within the store timeout.
+//!   A collector item is only a reminder: however late it runs (a pause, a burst of items
+//!   behind a slow store, instances with different delays), it acts on the present state.
+//! - A write planned on a fenced record names an odd version, so it can land only on a
+//!   fenced free record, never on a live record that replaced it.
+//! - A write planned on a record before its fence names an even version. It is sent on the
+//!   session of its read, within the request timeout, and a request can be held across a
+//!   reconnect for at most 1.5 session timeouts; that whole window is shorter than the
+//!   delay (`ServeArgs::check`). A pause longer than the session timeout ends the session,
+//!   and the write with it. So it lands before the delete: on the old record, where the
+//!   fence has moved the version (it fails) or has not yet (it reuses the lock, and the
+//!   fence and delete then fail).
+//! - The delete names the fenced version and is checked against the fence's `mzxid`: it only
+//!   ever removes a fenced free record that nobody has touched for a full delay.
+//!
+//! Limits of the argument, stated so they can be checked:
+//! - "Sent within the request timeout" means the write is *issued* before its deadline;
+//!   a task delayed between the check and the send may issue it a little later. The delay
+//!   exceeds the window by a margin for that.
+//! - `sync` then read is how ZooKeeper offers an up-to-date read; across a leader change it
+//!   is not strictly linearizable (ZOOKEEPER-1675). The collector needs only that the read is
+//!   not older than the request timeout, which holds.
+//! - Parity holds for records only lockwarden writes. A Helix client's plain `setData` may
+//!   leave a live record at an odd version; such a record relies on the timing argument
+//!   alone (session binding and the `mzxid` check), which still holds.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use tracing::{debug, warn};
+
 use crate::model::LockName;
-use crate::record::LockRecord;
-use crate::store::{LockStore, Version, WriteOutcome};
+use crate::store::{ListQuery, LockStore, Stored, WriteOutcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Fence,
-    Delete,
+    /// Delete the record if it is still in the state with this `mzxid`.
+    Delete {
+        fenced: i64,
+    },
 }
 
-/// Records waiting for a phase, in the order they fall due, and the latest version freed
-/// for each name (an older entry for a name freed again is skipped).
+struct Item {
+    due: Instant,
+    name: LockName,
+    phase: Phase,
+    /// Failed tries so far (the store was away); after `MAX_TRIES` the sweep takes over.
+    tries: u32,
+}
+
+/// Items in the order they fall due, and when each name's fence is due (a name released
+/// again before its fence postpones it; the older entry is skipped).
 #[derive(Default)]
 struct Pending {
-    due: VecDeque<(Instant, LockName, i32, Phase)>,
-    latest: HashMap<LockName, i32>,
+    due: VecDeque<Item>,
+    fence_due: HashMap<LockName, Instant>,
 }
 
 type Shared = Mutex<Pending>;
 
+#[derive(Clone, Copy, Debug)]
+pub struct GcTiming {
+    pub delay: Duration,
+    pub store_timeout: Duration,
+    /// How often every record is looked at for free records nobody scheduled.
+    pub sweep_every: Duration,
+}
+
+#[derive(Clone)]
 pub struct Collector {
     pending: Arc<Shared>,
     delay: Duration,
 }
 
 const TICK: Duration = Duration::from_millis(100);
-/// Past this many pending deletions, new ones are dropped (the records then stay).
+/// Past this many pending items, new ones are dropped (the sweep finds them later).
 const MAX_PENDING: usize = 1_000_000;
+const MAX_TRIES: u32 = 20;
+const SWEEP_PAGE: usize = 500;
 
 impl Collector {
-    /// Starts the collector's task; it ends when the collector is dropped.
-    pub fn start(store: Arc<dyn LockStore>, delay: Duration, store_timeout: Duration) -> Collector {
+    /// Starts the collector's tasks: one runs the phases as they fall due, one sweeps at
+    /// once and then every `sweep_every`. They end when the last clone is dropped.
+    pub fn start(store: Arc<dyn LockStore>, timing: GcTiming) -> Collector {
         let pending: Arc<Shared> = Arc::default();
-        tokio::spawn(collect(
-            Arc::downgrade(&pending),
-            store,
-            delay,
-            store_timeout,
-        ));
-        Collector { pending, delay }
+        tokio::spawn(collect(Arc::downgrade(&pending), store.clone(), timing));
+        tokio::spawn(sweep_now_and_then(Arc::downgrade(&pending), store, timing));
+        Collector {
+            pending,
+            delay: timing.delay,
+        }
     }
 
-    /// Deletes `name` later, if it is still free at `version` then.
-    pub fn schedule(&self, name: &LockName, version: i32) {
+    /// Deletes `name` later, if it is free then.
+    pub fn schedule(&self, name: &LockName) {
+        let due = Instant::now() + self.delay;
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.due.len() < MAX_PENDING {
-            pending.due.push_back((
-                Instant::now() + self.delay,
-                name.clone(),
-                version,
-                Phase::Fence,
-            ));
-            pending.latest.insert(name.clone(), version);
-        }
+        push(&mut pending, due, name.clone(), Phase::Fence, 0);
     }
 }
 
-async fn collect(
-    pending: Weak<Shared>,
-    store: Arc<dyn LockStore>,
-    delay: Duration,
-    store_timeout: Duration,
-) {
+fn push(pending: &mut Pending, due: Instant, name: LockName, phase: Phase, tries: u32) {
+    if pending.due.len() >= MAX_PENDING {
+        return;
+    }
+    if phase == Phase::Fence {
+        pending.fence_due.insert(name.clone(), due);
+    }
+    // Items are nearly always pushed in due order; keep the queue sorted when they are not.
+    let at = pending.due.partition_point(|item| item.due <= due);
+    pending.due.insert(
+        at,
+        Item {
+            due,
+            name,
+            phase,
+            tries,
+        },
+    );
+}
+
+async fn collect(pending: Weak<Shared>, store: Arc<dyn LockStore>, timing: GcTiming) {
     loop {
         tokio::time::sleep(TICK).await;
         let Some(shared) = pending.upgrade() else {
             return;
         };
         let now = Instant::now();
-        let ready: Vec<(LockName, i32, Phase)> = {
+        let ready: Vec<Item> = {
             let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
-            let count = pending.due.iter().take_while(|(at, ..)| *at <= now).count();
-            let drained: Vec<_> = pending.due.drain(..count).collect();
-            let mut ready = Vec::new();
-            for (_, name, version, phase) in drained {
-                if phase == Phase::Fence {
-                    if pending.latest.get(&name) != Some(&version) {
-                        continue;
+            let count = pending.due.partition_point(|item| item.due <= now);
+            let drained: Vec<Item> = pending.due.drain(..count).collect();
+            drained
+                .into_iter()
+                .filter(|item| match item.phase {
+                    Phase::Fence => {
+                        if pending.fence_due.get(&item.name) != Some(&item.due) {
+                            return false;
+                        }
+                        pending.fence_due.remove(&item.name);
+                        true
                     }
-                    pending.latest.remove(&name);
-                }
-                ready.push((name, version, phase));
-            }
-            ready
+                    Phase::Delete { .. } => true,
+                })
+                .collect()
         };
-        for (name, version, phase) in ready {
-            let deadline = Instant::now() + store_timeout;
-            let next = match phase {
-                Phase::Fence => match store
-                    .update(
-                        &name,
-                        &LockRecord::default(),
-                        Version::plain(version),
-                        deadline,
-                    )
-                    .await
-                {
-                    Ok(WriteOutcome::Written { version, .. }) => Some(version),
-                    // Reused since (its version moved on), or the store is away: it stays.
-                    _ => None,
-                },
-                Phase::Delete => match store.delete(&name, Version::plain(version), deadline).await
-                {
-                    // Locks are nested under it: try again later (still fenced).
-                    Ok(WriteOutcome::NestedLocks) => Some(version),
-                    // Deleted, or reused since, or the store is away (then it stays: garbage,
-                    // never a wrong lock).
-                    _ => None,
-                },
-            };
-            if let Some(version) = next {
+        for item in ready {
+            let next = run(store.as_ref(), &item, timing).await;
+            if let Some((due, phase, tries)) = next {
                 let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
-                pending
-                    .due
-                    .push_back((Instant::now() + delay, name, version, Phase::Delete));
+                push(&mut pending, due, item.name, phase, tries);
             }
         }
     }
+}
+
+/// Sweeps at once, then every `sweep_every`; after a failed sweep (the store is away, say
+/// while the service starts), again after a backoff that grows to `sweep_every`.
+async fn sweep_now_and_then(pending: Weak<Shared>, store: Arc<dyn LockStore>, timing: GcTiming) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let Some(shared) = pending.upgrade() else {
+            return;
+        };
+        let wait = match sweep(&shared, store.as_ref(), timing).await {
+            Ok(()) => {
+                backoff = Duration::from_secs(1);
+                timing.sweep_every
+            }
+            Err(()) => {
+                backoff = (backoff * 2).min(timing.sweep_every);
+                backoff
+            }
+        };
+        drop(shared);
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Free records (nobody holds, asks or waits) are scheduled, page by page. A page may walk
+/// many held records to find its free ones, so it gets more time than a request.
+async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Result<(), ()> {
+    let mut after = None;
+    loop {
+        let query = ListQuery {
+            prefix: String::new(),
+            after: after.clone(),
+            limit: SWEEP_PAGE,
+            free: true,
+        };
+        let deadline = Instant::now() + timing.store_timeout * 10;
+        let page = store.list(&query, deadline).await.map_err(|error| {
+            debug!(%error, "the collector's sweep could not list records");
+        })?;
+        let due = Instant::now() + timing.delay;
+        {
+            let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, _) in &page.locks {
+                if !pending.fence_due.contains_key(name) {
+                    push(&mut pending, due, name.clone(), Phase::Fence, 0);
+                }
+            }
+        }
+        match (page.more, page.locks.last()) {
+            (true, Some((last, _))) => after = Some(last.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Runs one phase on a fresh read; returns the next item to queue, if any.
+async fn run(
+    store: &dyn LockStore,
+    item: &Item,
+    timing: GcTiming,
+) -> Option<(Instant, Phase, u32)> {
+    let retry = || {
+        (item.tries < MAX_TRIES).then(|| {
+            let wait = timing.store_timeout.min(Duration::from_secs(1));
+            (Instant::now() + wait, item.phase, item.tries + 1)
+        })
+    };
+    let deadline = Instant::now() + timing.store_timeout;
+    let stored = match store.read_latest(&item.name, deadline).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => return None,
+        Err(_) => return retry(),
+    };
+    if !is_collectable(&stored) {
+        // Taken again since: its next release schedules it anew.
+        return None;
+    }
+    let outcome = match item.phase {
+        Phase::Fence => store.fence(&item.name, stored.version, deadline).await,
+        Phase::Delete { fenced } if fenced == stored.version.mzxid => {
+            store.delete(&item.name, stored.version, deadline).await
+        }
+        // Written since the fence (a grant, then a release): fence it again later.
+        Phase::Delete { .. } => {
+            return Some((Instant::now() + timing.delay, Phase::Fence, 0));
+        }
+    };
+    match (item.phase, outcome) {
+        (Phase::Fence, Ok(WriteOutcome::Written { zxid, .. })) => Some((
+            Instant::now() + timing.delay,
+            Phase::Delete { fenced: zxid },
+            0,
+        )),
+        // Locks are nested under it: it stays as their parent; a later sweep finds it.
+        (Phase::Delete { .. }, Ok(WriteOutcome::NestedLocks)) => None,
+        (_, Ok(WriteOutcome::Written { .. })) => None,
+        // The record changed under the write (or the session did): look again.
+        (_, Ok(WriteOutcome::Conflict | WriteOutcome::NestedLocks)) => {
+            Some((Instant::now() + timing.delay, Phase::Fence, 0))
+        }
+        (_, Err(error)) => {
+            warn!(lock = %item.name, %error, "the collector will try again");
+            retry()
+        }
+    }
+}
+
+fn is_collectable(stored: &Stored) -> bool {
+    stored.record.is_free() && stored.record.queued.is_none() && !stored.version.empty
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::memory::MemoryStore;
-
-    const DELAY: Duration = Duration::from_millis(300);
-
-    async fn version_of(store: &MemoryStore, name: &LockName) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        store
-            .read(name, deadline)
-            .await
-            .unwrap()
-            .map(|s| s.version.number)
-    }
-
-    async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        match store
-            .create(name, &LockRecord::default(), deadline)
-            .await
-            .unwrap()
-        {
-            WriteOutcome::Written { version, .. } => version,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_free_record_is_fenced_then_deleted_a_delay_apart() {
-        let store = Arc::new(MemoryStore::new());
-        let name = LockName::parse("gc/a").unwrap();
-        let freed = free_record(&store, &name).await;
-        let collector = Collector::start(store.clone(), DELAY, Duration::from_millis(100));
-        collector.schedule(&name, freed);
-        tokio::time::sleep(DELAY + TICK * 3).await;
-        assert_eq!(
-            version_of(&store, &name).await,
-            Some(freed + 1),
-            "fenced: rewritten, not deleted"
-        );
-        tokio::time::sleep(DELAY + TICK * 3).await;
-        assert_eq!(
-            version_of(&store, &name).await,
-            None,
-            "deleted a delay after the fence"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_record_reused_before_either_phase_stays() {
-        let store = Arc::new(MemoryStore::new());
-        let (early, late) = (
-            LockName::parse("gc/early").unwrap(),
-            LockName::parse("gc/late").unwrap(),
-        );
-        let collector = Collector::start(store.clone(), DELAY, Duration::from_millis(100));
-        for name in [&early, &late] {
-            let freed = free_record(&store, name).await;
-            collector.schedule(name, freed);
-        }
-        let deadline = Instant::now() + Duration::from_secs(1);
-        // Reused before the fence.
-        store
-            .update(&early, &LockRecord::default(), Version::plain(0), deadline)
-            .await
-            .unwrap();
-        tokio::time::sleep(DELAY + TICK * 3).await;
-        // Reused after the fence, before the delete.
-        let fenced = version_of(&store, &late).await.unwrap();
-        store
-            .update(
-                &late,
-                &LockRecord::default(),
-                Version::plain(fenced),
-                deadline,
-            )
-            .await
-            .unwrap();
-        tokio::time::sleep(DELAY + TICK * 3).await;
-        assert!(version_of(&store, &early).await.is_some());
-        assert!(version_of(&store, &late).await.is_some());
-    }
-}
+#[path = "gc_tests.rs"]
+mod tests;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::events::EventKind;
 use super::waiting::Step;
@@ -17,13 +17,15 @@ use crate::record::LockRecord;
 use crate::store::WriteOutcome;
 use crate::waiter::{Ticket, Waiter};
 
-/// Releases, on its own task, a grant whose caller went away mid-call. On ZooKeeper the
-/// release's first read is queued behind the grant's create on the same session, so it sees
-/// the grant if it landed.
+/// Releases, on its own task, a grant whose caller will never learn of it: the caller went
+/// away mid-call, or the call failed after a write whose answer was lost (the grant may
+/// have landed). It reads with `sync` until the store answers, for as long as the lease
+/// could last, so a lease is never left held by nobody while the store is briefly away.
 pub(super) struct UndoGrant {
     pub(super) service: Arc<LockService>,
     pub(super) name: LockName,
     pub(super) lease: LeaseId,
+    pub(super) lease_ms: u64,
     pub(super) armed: bool,
 }
 
@@ -33,10 +35,31 @@ impl Drop for UndoGrant {
             return;
         }
         let (service, name, lease) = (self.service.clone(), self.name.clone(), self.lease);
+        let give_up = Instant::now()
+            + Duration::from_millis(self.lease_ms.saturating_add(service.max_clock_skew_ms));
         tokio::spawn(async move {
-            if let Err(error) = service.release(&name, &lease).await {
-                warn!(lock = %name, %error, "could not undo a grant for a caller who left; its lease will run out");
+            let mut pause = Duration::from_millis(100);
+            while Instant::now() < give_up {
+                let held = match service.store.read_latest(&name, service.deadline()).await {
+                    Ok(stored) => stored.is_some_and(|s| {
+                        s.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease)
+                    }),
+                    Err(_) => true,
+                };
+                if held {
+                    match service.release(&name, &lease).await {
+                        Ok(_) | Err(ServiceError::Refused { .. }) => return,
+                        Err(error) => {
+                            debug!(lock = %name, %error, "could not undo a grant yet; trying again")
+                        }
+                    }
+                } else {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
             }
+            warn!(lock = %name, "could not undo a grant; its lease has run out since");
         });
     }
 }
@@ -130,6 +153,7 @@ impl LockService {
         );
         let me = me.cloned();
         let timeout = self.store_timeout;
+        let collector = self.collector.clone();
         tokio::spawn(async move {
             for _ in 0..60 {
                 let deadline = Instant::now() + timeout;
@@ -148,9 +172,12 @@ impl LockService {
                     if claimable
                         && stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id)
                     {
-                        let _ = store
+                        let freed = store
                             .update(&name, &LockRecord::default(), stored.version, deadline)
                             .await;
+                        if matches!(freed, Ok(WriteOutcome::Written { .. })) {
+                            collector.schedule(&name);
+                        }
                     }
                 }
                 if clean {

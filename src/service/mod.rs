@@ -8,12 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::warn;
-
 use crate::engine;
 use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{ListQuery, LockStore, StoreError, Stored, WriteOutcome};
+use crate::store::{ListQuery, LockStore, StoreError, Stored, Version};
 use crate::waiter::Waiter;
 
 mod acquire;
@@ -22,6 +20,7 @@ pub mod events;
 mod gc;
 mod joining;
 mod leaving;
+mod outcome;
 mod release;
 mod replies;
 mod waiting;
@@ -59,6 +58,8 @@ pub enum Refusal {
     CleanupTimeout,
     Superseded,
     WaitTimeout,
+    /// A retry of a request_id whose grant has ended.
+    LeaseEnded,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]
@@ -101,12 +102,22 @@ pub struct LockService {
     cache: cache::RecordCache,
     local: cache::LocalWaiters,
     collector: gc::Collector,
+    max_clock_skew_ms: u64,
+}
+
+/// The service's time limits (see `ServeArgs` for what each means).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub store_timeout: Duration,
+    pub gc_delay: Duration,
+    pub gc_sweep_every: Duration,
+    pub max_clock_skew_ms: u64,
 }
 
 /// The result of trying one write.
 enum Put {
     /// The record as written, and its new version.
-    Landed(Box<LockRecord>, i32),
+    Landed(Box<LockRecord>, Version),
     Raced,
     NestedLocks,
 }
@@ -162,30 +173,24 @@ fn token_of(record: &LockRecord) -> FencingToken {
         .unwrap_or(FencingToken(0))
 }
 
-/// Equal apart from the fencing token, which a grant leaves for the store to fill in.
-fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
-    let strip = |record: &LockRecord| {
-        let mut record = record.clone();
-        if let Some(holder) = &mut record.holder {
-            holder.fencing_token = None;
-        }
-        record
-    };
-    strip(stored) == strip(written)
-}
-
 impl LockService {
-    /// `gc_delay` is how long a released record stays before it is deleted; it must be
-    /// longer than `store_timeout` (see `gc`). Must run inside a tokio runtime.
+    /// `timing.gc_delay` is how long a released record stays before it is deleted; it must
+    /// be longer than a write can take to land (see `gc`). Must run inside a tokio runtime.
     pub fn new(
         store: Arc<dyn LockStore>,
-        store_timeout: Duration,
-        gc_delay: Duration,
+        timing: Timing,
         events: Arc<dyn EventSink>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let store_timeout = timing.store_timeout;
+        let gc_timing = gc::GcTiming {
+            delay: timing.gc_delay,
+            store_timeout,
+            sweep_every: timing.gc_sweep_every,
+        };
         LockService {
-            collector: gc::Collector::start(store.clone(), gc_delay, store_timeout),
+            collector: gc::Collector::start(store.clone(), gc_timing),
+            max_clock_skew_ms: timing.max_clock_skew_ms,
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),
@@ -200,6 +205,14 @@ impl LockService {
 
     fn deadline(&self) -> Instant {
         Instant::now() + self.store_timeout
+    }
+
+    /// The clock the lock rules judge takeovers by (see `engine::Clock`).
+    fn clock(&self, now: UnixMillis) -> engine::Clock {
+        engine::Clock {
+            now,
+            max_skew_ms: self.max_clock_skew_ms,
+        }
     }
 
     /// Reads the record, and the queue too when it can matter: when the record exists and is
@@ -290,48 +303,6 @@ impl LockService {
         });
     }
 
-    /// Writes `next` over what was read. A lost answer is settled by reading again: requests
-    /// on one session are answered in order, so that read sees the write if it landed.
-    async fn put(
-        &self,
-        name: &LockName,
-        current: Option<&Stored>,
-        next: LockRecord,
-        deadline: Instant,
-    ) -> Result<Put, ServiceError> {
-        let written = match current {
-            None => self.store.create(name, &next, deadline).await,
-            Some(stored) => {
-                self.store
-                    .update(name, &next, stored.version, deadline)
-                    .await
-            }
-        };
-        match written {
-            Ok(WriteOutcome::Written { zxid, version }) => {
-                let mut landed = next;
-                landed.resolve_token(zxid);
-                Ok(Put::Landed(Box::new(landed), version))
-            }
-            Ok(WriteOutcome::Conflict) => {
-                self.cache.forget(name);
-                Ok(Put::Raced)
-            }
-            Ok(WriteOutcome::NestedLocks) => Ok(Put::NestedLocks),
-            Err(StoreError::OutcomeUnknown(why)) => {
-                warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
-                self.cache.forget(name);
-                match self.store.read(name, deadline).await? {
-                    Some(stored) if same_write(&stored.record, &next) => {
-                        Ok(Put::Landed(Box::new(stored.record), stored.version.number))
-                    }
-                    _ => Ok(Put::Raced),
-                }
-            }
-            Err(error) => Err(error.into()),
-        }
-    }
-
     pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
         let now = UnixMillis::now();
         let deadline = self.deadline();
@@ -350,7 +321,9 @@ impl LockService {
         name: &LockName,
         token: FencingToken,
     ) -> Result<bool, ServiceError> {
-        let current = self.store.read(name, self.deadline()).await?;
+        // Not from a lagging follower: after a newer grant was acknowledged to anyone, this
+        // must not call an older token current.
+        let current = self.store.read_latest(name, self.deadline()).await?;
         let record = current.map(|s| s.record).unwrap_or_default();
         Ok(engine::is_current(&record, token, UnixMillis::now()))
     }

@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use super::events::{EventKind, Metrics};
 use super::{
-    refused, same_write, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError,
-    MAX_ROUNDS,
+    outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
+    ServiceError, MAX_ROUNDS,
 };
 use crate::engine::{self, ReleaseDecision, RenewDecision};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{StoreError, WriteOutcome};
+use crate::store::{StoreError, Version, WriteOutcome};
 use crate::waiter::Waiter;
 
 fn too_busy() -> ServiceError {
@@ -151,17 +151,25 @@ impl LockService {
                 }
             };
             let landed = match outcome {
-                Ok(WriteOutcome::Written { zxid, version }) => {
+                Ok(WriteOutcome::Written {
+                    zxid,
+                    version,
+                    session,
+                }) => {
                     let mut landed = expected;
                     landed.resolve_token(zxid);
-                    Some((landed, version))
+                    Some((landed, Version::written(version, session)))
                 }
                 // A lost answer is settled by reading: the session answers in order.
                 Err(StoreError::OutcomeUnknown(_)) => {
-                    match self.store.read(name, deadline).await? {
-                        Some(now_stored) if same_write(&now_stored.record, &expected) => {
-                            Some((now_stored.record, now_stored.version.number))
+                    match self.store.read_latest(name, deadline).await? {
+                        Some(now_stored)
+                            if landed(Some(&record), &expected, &now_stored.record) =>
+                        {
+                            Some((now_stored.record, now_stored.version))
                         }
+                        // Gone: freed and already collected, so the release landed.
+                        None if to.is_none() => Some((LockRecord::default(), Version::plain(-1))),
                         _ => None,
                     }
                 }
@@ -186,9 +194,14 @@ impl LockService {
                     drop(pending);
                     return Ok((after, Some(record)));
                 }
+                // Found already gone (collected) after a lost answer: nothing to remember.
+                None if version.number < 0 => {
+                    self.cache.forget(name);
+                    return Ok((snapshot(name, &landed, &[], now), Some(record)));
+                }
                 None => {
                     self.cache.remember(name, &landed, version);
-                    self.collector.schedule(name, version);
+                    self.collector.schedule(name);
                     return Ok((snapshot(name, &landed, &[], now), Some(record)));
                 }
             }

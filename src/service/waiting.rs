@@ -18,7 +18,7 @@ use super::{
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure, Watch};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Stored, Wake, WriteOutcome};
+use crate::store::{Stored, Version, Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Resolves when nobody awaits the call's outcome any more.
@@ -218,8 +218,14 @@ impl LockService {
                 refusal, name, &record, &queue, now,
             )))))
         };
-        let decision =
-            engine::decide_waiting(&record, &queue, ticket, &me.id, state.was_requestor, now);
+        let decision = engine::decide_waiting(
+            &record,
+            &queue,
+            ticket,
+            &me.id,
+            state.was_requestor,
+            self.clock(now),
+        );
         if queue_remembered && !matches!(decision, WaitDecision::Wait { .. }) {
             // What is remembered only serves to wait: anything else is decided on a read.
             return Ok(Step::Again);
@@ -236,7 +242,12 @@ impl LockService {
                 .hand_off(name, &next, version, me, deadline)
                 .await
             {
-                Ok(WriteOutcome::Written { zxid, version }) => {
+                Ok(WriteOutcome::Written {
+                    zxid,
+                    version,
+                    session,
+                }) => {
+                    let version = Version::written(version, session);
                     Metrics::bump(&self.metrics.handoffs);
                     let mut landed = *next;
                     landed.resolve_token(zxid);

@@ -100,6 +100,7 @@ impl Inner {
         WriteOutcome::Written {
             zxid,
             version: next_version,
+            session: 0,
         }
     }
 
@@ -142,7 +143,10 @@ fn stored(entry: &Entry) -> Stored {
     record.resolve_token(entry.mzxid);
     Stored {
         record,
-        version: Version::plain(entry.version),
+        version: Version {
+            mzxid: entry.mzxid,
+            ..Version::plain(entry.version)
+        },
     }
 }
 
@@ -171,6 +175,25 @@ impl LockStore for MemoryStore {
         Ok(self.lock().write(name, record, Some(version)))
     }
 
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        Ok(self
+            .lock()
+            .write(name, &LockRecord::default(), Some(version)))
+    }
+
+    async fn read_latest(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<Option<Stored>, StoreError> {
+        self.read(name, deadline).await
+    }
+
     async fn delete(
         &self,
         name: &LockName,
@@ -184,7 +207,11 @@ impl LockStore for MemoryStore {
         inner.locks.remove(name);
         inner.changed(name);
         let zxid = inner.next_zxid();
-        Ok(WriteOutcome::Written { zxid, version: -1 })
+        Ok(WriteOutcome::Written {
+            zxid,
+            version: -1,
+            session: 0,
+        })
     }
 
     async fn list(&self, query: &ListQuery, _: Instant) -> Result<ListPage, StoreError> {

@@ -33,6 +33,13 @@ pub struct Version {
     /// of nested names), which the server reaps, so a record is never written into it.
     pub empty: bool,
     pub has_children: bool,
+    /// The store session the record was read on (0: any). A conditional write is sent only
+    /// on that same session, so a write planned before a pause longer than the session
+    /// timeout can never land after it: that session is dead, and the write with it.
+    pub session: i64,
+    /// The id of the write that left the record in this state (0: unknown). Two reads with
+    /// the same `mzxid` saw the same state, even across a delete and re-create.
+    pub mzxid: i64,
 }
 
 impl Version {
@@ -41,15 +48,30 @@ impl Version {
             number,
             empty: false,
             has_children: false,
+            session: 0,
+            mzxid: 0,
+        }
+    }
+
+    /// The version a write planned on session `session` left behind.
+    pub fn written(number: i32, session: i64) -> Self {
+        Version {
+            session,
+            ..Version::plain(number)
         }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The write landed; `zxid` identifies it (the fencing token of a grant), and `version`
-    /// is the record's new version (-1 once deleted).
-    Written { zxid: i64, version: i32 },
+    /// The write landed; `zxid` identifies it (the fencing token of a grant), `version` is
+    /// the record's new version (-1 once deleted), and `session` the store session it was
+    /// written on (0: any).
+    Written {
+        zxid: i64,
+        version: i32,
+        session: i64,
+    },
     /// The record changed since it was read (or appeared, or vanished): read again.
     Conflict,
     /// The name is the parent of existing nested locks, and cannot hold a record itself.
@@ -74,6 +96,9 @@ pub struct ListQuery {
     /// Return only names after this one (the cursor).
     pub after: Option<LockName>,
     pub limit: usize,
+    /// List free records (nobody holds, asks or waits) instead of held or expired ones: what
+    /// the collector may delete.
+    pub free: bool,
 }
 
 /// Held or expired locks in name order, and whether more may follow.
@@ -102,6 +127,22 @@ pub trait LockStore: Send + Sync + 'static {
         version: Version,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError>;
+    /// Rewrites a free record as a *fenced* free record, if it is still at `version` (see
+    /// `service::gc`). On ZooKeeper a fenced record sits at an odd version, which no live
+    /// record ever does.
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError>;
+    /// Reads a record after making sure the store has applied every write acknowledged to
+    /// anyone before the call (ZooKeeper: `sync` first, so a lagging follower catches up).
+    async fn read_latest(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<Option<Stored>, StoreError>;
     /// Removes a record, if it is still at `version`; `NestedLocks` when locks are nested
     /// under it.
     async fn delete(
@@ -172,7 +213,12 @@ pub enum Wake {
 
 /// True when `name` belongs in a listing for `query`.
 pub(crate) fn listed(query: &ListQuery, name: &LockName, record: &LockRecord) -> bool {
-    record.holder.is_some()
+    let wanted = if query.free {
+        record.is_free() && record.queued.is_none()
+    } else {
+        record.holder.is_some()
+    };
+    wanted
         && name.as_str().starts_with(&query.prefix)
         && query.after.as_ref().is_none_or(|after| name > after)
 }

@@ -3,6 +3,12 @@
 
 #![allow(dead_code)]
 
+pub mod ensemble;
+pub mod framing;
+pub mod history;
+pub mod instance;
+pub mod nemesis;
+pub mod proxy;
 pub mod receiver;
 pub mod zk;
 
@@ -48,6 +54,10 @@ pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
         "4000".into(),
         "--gc-delay-ms".into(),
         "8500".into(),
+        // One process on one clock: lazy expiry at the lease's end keeps the tests short.
+        // The skew margin is tested where clocks differ (tests/holes.rs, the chaos rig).
+        "--max-clock-skew-ms".into(),
+        "0".into(),
     ];
     flags.extend(extra.iter().map(|s| s.to_string()));
     flags
@@ -67,6 +77,7 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args.store_timeout_ms = 1000;
     args.gc_delay_ms = 8500;
     args.zk_session_timeout_ms = 4000;
+    args.max_clock_skew_ms = 0;
     args
 }
 
@@ -127,7 +138,9 @@ impl Service {
 
     /// An instance on the embedded in-memory store.
     pub async fn memory() -> Service {
-        Self::start(ServeArgs::defaults()).await
+        let mut args = ServeArgs::defaults();
+        args.max_clock_skew_ms = 0;
+        Self::start(args).await
     }
 
     pub async fn send(
@@ -242,6 +255,21 @@ pub async fn zk_client(zk: &ZkServer) -> zkc::Client {
     zkc::Client::connect(&zk.connect_string())
         .await
         .expect("connecting to the test ZooKeeper")
+}
+
+/// A direct ZooKeeper session on any connection string (an ensemble's, say).
+pub async fn zk_client_at(connect: &str) -> zkc::Client {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match zkc::Client::connect(connect).await {
+            Ok(client) => return client,
+            Err(error) => assert!(
+                Instant::now() < deadline,
+                "connecting to {connect}: {error}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Writes a raw Helix ZNRecord with the given simple fields at `path` (parents created).

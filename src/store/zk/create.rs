@@ -58,10 +58,9 @@ impl ZkStore {
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
         let path = self.path(name);
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.write_failed(Err(e)))?;
+        let Some(client) = self.client_for(version, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
         let mut writer = client.new_multi_writer();
         let data = record.encode();
         let staged = writer
@@ -82,15 +81,15 @@ impl ZkStore {
             Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
                 Err(self.write_failed(Ok(source)))
             }
-            Ok(Ok(results)) => written(&results),
+            Ok(Ok(results)) => written(&results, client.session_id().0),
         }
     }
 }
 
-/// Stages the creation of a record. The record is created and at once rewritten in the same
-/// transaction, so a record never sits at version 0. Version 0 then only ever names an empty
+/// Stages the creation of a record. The record is created empty and written in the same
+/// transaction, so a record never sits at version 0: version 0 only ever names an empty
 /// (container) node, and a write conditioned on it can never land on a record created in its
-/// place. The rewrite also yields a valid Stat, which a create inside a multi does not on
+/// place. The write also yields a valid Stat, which a create inside a multi does not on
 /// ZooKeeper 3.8.0 (ZOOKEEPER-4026).
 pub(crate) fn stage_create(
     writer: &mut zk::MultiWriter<'_>,
@@ -98,12 +97,34 @@ pub(crate) fn stage_create(
     data: &[u8],
 ) -> Result<(), zk::Error> {
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    writer.add_create(path, data, &options)?;
-    writer.add_set_data(path, data, Some(0))
+    writer.add_create(path, b"", &options)?;
+    stage_set(writer, path, data, 0)
 }
 
-/// The zxid and version a committed record write left, from its setData result.
-pub(crate) fn written(results: &[zk::MultiWriteResult]) -> Result<WriteOutcome, StoreError> {
+/// Stages a record write at version `number` that leaves the record at an **even** version:
+/// one setData from an odd version, two (the first writes nothing) from an even one, all in
+/// one transaction. Live records therefore never sit at an odd version; odd versions belong
+/// to fenced free records (see `service::gc`), so a write planned on a fenced record can
+/// only ever land on a fenced record, never on a live one created in its place.
+pub(crate) fn stage_set(
+    writer: &mut zk::MultiWriter<'_>,
+    path: &str,
+    data: &[u8],
+    number: i32,
+) -> Result<(), zk::Error> {
+    if number.rem_euclid(2) == 0 {
+        writer.add_set_data(path, b"", Some(number))?;
+        writer.add_set_data(path, data, Some(number + 1))
+    } else {
+        writer.add_set_data(path, data, Some(number))
+    }
+}
+
+/// The zxid and version a committed record write left, from its last setData result.
+pub(crate) fn written(
+    results: &[zk::MultiWriteResult],
+    session: i64,
+) -> Result<WriteOutcome, StoreError> {
     results
         .iter()
         .rev()
@@ -111,6 +132,7 @@ pub(crate) fn written(results: &[zk::MultiWriteResult]) -> Result<WriteOutcome, 
             zk::MultiWriteResult::SetData { stat } => Some(WriteOutcome::Written {
                 zxid: stat.mzxid,
                 version: stat.version,
+                session,
             }),
             _ => None,
         })

@@ -97,7 +97,7 @@ pub(super) fn walk<'a>(
                 };
                 if wanted(query, name) {
                     if let Ok(mut record) = LockRecord::decode(&data) {
-                        if record.holder.is_some() {
+                        if crate::store::listed(query, name, &record) {
                             if page.locks.len() == query.limit {
                                 page.more = true;
                                 return Ok(());
@@ -130,6 +130,7 @@ mod tests {
             prefix: prefix.into(),
             after: after.map(|a| LockName::parse(a).unwrap()),
             limit: 10,
+            free: false,
         }
     }
 

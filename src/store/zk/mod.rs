@@ -24,8 +24,9 @@ mod create;
 mod list;
 mod queue;
 mod session;
+mod write;
 
-pub(super) use create::{stage_create, written};
+pub(super) use create::{stage_create, stage_set, written};
 
 pub use session::ZkSession;
 
@@ -132,7 +133,7 @@ impl ZkStore {
     }
 }
 
-fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
+fn stored(name: &LockName, data: &[u8], stat: &zk::Stat, session: i64) -> Stored {
     let mut record = LockRecord::decode(data).unwrap_or_else(|error| {
         warn!(lock = %name, %error, "lock znode does not hold a ZNRecord; reading it as free");
         LockRecord::default()
@@ -144,6 +145,8 @@ fn stored(name: &LockName, data: &[u8], stat: &zk::Stat) -> Stored {
             number: stat.version,
             empty: data.is_empty(),
             has_children: stat.num_children > 0,
+            session,
+            mzxid: stat.mzxid,
         },
     }
 }
@@ -158,7 +161,8 @@ impl LockStore for ZkStore {
         let found = self
             .read_node(deadline, client.get_data(&self.path(name)))
             .await?;
-        Ok(found.map(|(data, stat)| stored(name, &data, &stat)))
+        let session = client.session_id().0;
+        Ok(found.map(|(data, stat)| stored(name, &data, &stat, session)))
     }
 
     async fn create(
@@ -180,7 +184,7 @@ impl LockStore for ZkStore {
             stage_create(&mut writer, &path, &data)
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
-                Ok(Ok(results)) => return written(&results),
+                Ok(Ok(results)) => return written(&results, client.session_id().0),
                 Ok(Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,
                     ..
@@ -206,28 +210,39 @@ impl LockStore for ZkStore {
         version: Version,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        if version.empty {
-            if version.has_children {
-                return Ok(WriteOutcome::NestedLocks);
-            }
-            return self
-                .replace_empty_node(name, record, version, deadline)
-                .await;
-        }
+        self.write_record(name, record, version, deadline).await
+    }
+
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.fence_record(name, version, deadline).await
+    }
+
+    async fn read_latest(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<Option<Stored>, StoreError> {
         let client = self
             .client(deadline)
             .await
-            .map_err(|e| self.write_failed(Err(e)))?;
-        let call = client.set_data(&self.path(name), &record.encode(), Some(version.number));
-        match Self::within(deadline, call).await {
-            Ok(Ok(stat)) => Ok(WriteOutcome::Written {
-                zxid: stat.mzxid,
-                version: stat.version,
-            }),
-            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
-            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
-            Err(e) => Err(self.write_failed(Err(e))),
+            .map_err(|e| self.read_failed(Err(e)))?;
+        // A follower answers reads from its own copy, which may lag the leader; `sync` makes
+        // it catch up with everything the leader had committed when the sync reached it.
+        match Self::within(deadline, client.sync("/")).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+            Err(e) => return Err(self.read_failed(Err(e))),
         }
+        let found = self
+            .read_node(deadline, client.get_data(&self.path(name)))
+            .await?;
+        let session = client.session_id().0;
+        Ok(found.map(|(data, stat)| stored(name, &data, &stat, session)))
     }
 
     async fn delete(
@@ -236,22 +251,7 @@ impl LockStore for ZkStore {
         version: Version,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        let path = self.path(name);
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.write_failed(Err(e)))?;
-        match Self::within(deadline, client.delete(&path, Some(version.number))).await {
-            Ok(Ok(())) => Ok(WriteOutcome::Written {
-                zxid: 0,
-                version: -1,
-            }),
-            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
-            // Locks are nested under this one: it stays as their parent for now.
-            Ok(Err(zk::Error::NotEmpty)) => Ok(WriteOutcome::NestedLocks),
-            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
-            Err(e) => Err(self.write_failed(Err(e))),
-        }
+        self.delete_record(name, version, deadline).await
     }
 
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError> {

@@ -164,13 +164,19 @@ impl ZkStore {
         let path = self.path(name);
         let data = record.encode();
         for _ in 0..4 {
-            let client = self
-                .client(deadline)
-                .await
-                .map_err(|e| self.write_failed(Err(e)))?;
+            let client = match version {
+                Some(v) => match self.client_for(v, deadline).await? {
+                    Some(client) => client,
+                    None => return Ok(WriteOutcome::Conflict),
+                },
+                None => self
+                    .client(deadline)
+                    .await
+                    .map_err(|e| self.write_failed(Err(e)))?,
+            };
             let mut writer = client.new_multi_writer();
             let staged = match version {
-                Some(v) if !v.empty => writer.add_set_data(&path, &data, Some(v.number)),
+                Some(v) if !v.empty => super::stage_set(&mut writer, &path, &data, v.number),
                 Some(v) => writer
                     .add_delete(&path, Some(v.number))
                     .and_then(|_| super::stage_create(&mut writer, &path, &data)),
@@ -181,7 +187,7 @@ impl ZkStore {
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             let failure = match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
                 Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
-                Ok(Ok(results)) => return super::written(&results),
+                Ok(Ok(results)) => return super::written(&results, client.session_id().0),
                 Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
                 Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
                     return Err(self.write_failed(Ok(source)))

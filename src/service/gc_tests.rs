@@ -1,0 +1,123 @@
+//! The collector's phases and its sweep, on the in-memory store.
+
+use super::*;
+use crate::record::LockRecord;
+use crate::store::memory::MemoryStore;
+use crate::store::Version;
+
+const DELAY: Duration = Duration::from_millis(300);
+
+fn timing() -> GcTiming {
+    GcTiming {
+        delay: DELAY,
+        store_timeout: Duration::from_millis(100),
+        sweep_every: Duration::from_secs(3600),
+    }
+}
+
+async fn version_of(store: &MemoryStore, name: &LockName) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    store
+        .read(name, deadline)
+        .await
+        .unwrap()
+        .map(|s| s.version.number)
+}
+
+async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    match store
+        .create(name, &LockRecord::default(), deadline)
+        .await
+        .unwrap()
+    {
+        WriteOutcome::Written { version, .. } => version,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn poll(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_scheduled_free_record_is_fenced_then_deleted_a_delay_apart() {
+    let store = Arc::new(MemoryStore::new());
+    let name = LockName::parse("gc/a").unwrap();
+    let freed = free_record(&store, &name).await;
+    // A record present before the collector starts is found by its first sweep too;
+    // this one is also scheduled, as a release would.
+    let collector = Collector::start(store.clone(), timing());
+    collector.schedule(&name);
+    poll("the fence", async || {
+        version_of(&store, &name).await == Some(freed + 1)
+    })
+    .await;
+    let fenced_at = Instant::now();
+    poll("the delete", async || {
+        version_of(&store, &name).await.is_none()
+    })
+    .await;
+    assert!(
+        fenced_at.elapsed() >= DELAY - TICK * 2,
+        "deleted a delay after the fence"
+    );
+}
+
+#[tokio::test]
+async fn the_sweep_collects_free_records_that_nobody_scheduled() {
+    let store = Arc::new(MemoryStore::new());
+    let names: Vec<LockName> = (0..5)
+        .map(|i| LockName::parse(&format!("left/{i}")).unwrap())
+        .collect();
+    for name in &names {
+        free_record(&store, name).await;
+    }
+    let _collector = Collector::start(store.clone(), timing());
+    for name in &names {
+        poll("the sweep to collect", async || {
+            version_of(&store, name).await.is_none()
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_record_reused_before_either_phase_stays() {
+    let store = Arc::new(MemoryStore::new());
+    let (early, late) = (
+        LockName::parse("gc/early").unwrap(),
+        LockName::parse("gc/late").unwrap(),
+    );
+    let collector = Collector::start(store.clone(), timing());
+    for name in [&early, &late] {
+        free_record(&store, name).await;
+        collector.schedule(name);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let held = LockRecord {
+        queued: Some(0),
+        ..LockRecord::default()
+    };
+    // Reused before the fence.
+    store
+        .update(&early, &held, Version::plain(0), deadline)
+        .await
+        .unwrap();
+    // Reused after the fence, before the delete.
+    poll("the fence", async || {
+        version_of(&store, &late).await == Some(1)
+    })
+    .await;
+    store
+        .update(&late, &held, Version::plain(1), deadline)
+        .await
+        .unwrap();
+    tokio::time::sleep(DELAY * 3).await;
+    assert!(version_of(&store, &early).await.is_some());
+    assert!(version_of(&store, &late).await.is_some());
+}

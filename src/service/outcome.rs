@@ -1,0 +1,100 @@
+//! Writing a planned record, and learning the outcome of a write whose answer was lost: by
+//! re-reading after a `sync` and recognising the write by what only it could have done
+//! (never by guessing), so a caller is neither told that its own grant is someone else's
+//! lock nor left holding a lease it was never told of.
+
+use tracing::warn;
+
+use std::time::Instant;
+
+use super::{LockService, Put, ServiceError};
+use crate::model::LockName;
+use crate::record::LockRecord;
+use crate::store::{StoreError, Stored, Version, WriteOutcome};
+
+impl LockService {
+    /// Writes `next` over what was read. A lost answer is settled by reading again: requests
+    /// on one session are answered in order, so that read sees the write if it landed.
+    pub(super) async fn put(
+        &self,
+        name: &LockName,
+        current: Option<&Stored>,
+        next: LockRecord,
+        deadline: Instant,
+    ) -> Result<Put, ServiceError> {
+        let written = match current {
+            None => self.store.create(name, &next, deadline).await,
+            Some(stored) => {
+                self.store
+                    .update(name, &next, stored.version, deadline)
+                    .await
+            }
+        };
+        match written {
+            Ok(WriteOutcome::Written {
+                zxid,
+                version,
+                session,
+            }) => {
+                let mut landed = next;
+                landed.resolve_token(zxid);
+                Ok(Put::Landed(
+                    Box::new(landed),
+                    Version::written(version, session),
+                ))
+            }
+            Ok(WriteOutcome::Conflict) => {
+                self.cache.forget(name);
+                Ok(Put::Raced)
+            }
+            Ok(WriteOutcome::NestedLocks) => Ok(Put::NestedLocks),
+            Err(StoreError::OutcomeUnknown(why)) => {
+                warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
+                self.cache.forget(name);
+                let before = current.map(|s| &s.record);
+                match self.store.read_latest(name, deadline).await? {
+                    Some(stored) if landed(before, &next, &stored.record) => {
+                        Ok(Put::Landed(Box::new(stored.record), stored.version))
+                    }
+                    _ => Ok(Put::Raced),
+                }
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
+/// `now` read after it (after a `sync`, so not from a follower that lags behind the write;
+/// on one session the read also comes after the write, which ZooKeeper answers in order). A write that
+/// gives the lock to a new lease landed if that lease holds the lock: lease ids are unique,
+/// so nobody else wrote it, and later writes that kept the holder (a waiter's queue mark,
+/// a requestor) do not hide it. A write that ended a lease landed if that lease is gone.
+/// Any other write (a renewal, a mark) landed if the record is exactly as written.
+pub(super) fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
+    let lease = |record: Option<&LockRecord>| {
+        record
+            .and_then(|r| r.holder.as_ref())
+            .and_then(|h| h.lease_id)
+    };
+    let (was, will) = (lease(before), lease(Some(written)));
+    if will != was {
+        return match will {
+            Some(granted) => lease(Some(now)) == Some(granted),
+            None => lease(Some(now)) != was,
+        };
+    }
+    same_write(now, written)
+}
+
+/// Equal apart from the fencing token, which a grant leaves for the store to fill in.
+fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
+    let strip = |record: &LockRecord| {
+        let mut record = record.clone();
+        if let Some(holder) = &mut record.holder {
+            holder.fencing_token = None;
+        }
+        record
+    };
+    strip(stored) == strip(written)
+}

@@ -1,0 +1,137 @@
+//! Conditional writes of lock records: each goes out on the session of the read it was
+//! planned on (`client_for`), never with the "any version" -1, and leaves a live record at
+//! an even version (see `stage_set`); the collector's fence leaves an odd one.
+
+use std::time::Instant;
+
+use zookeeper_client as zk;
+
+use super::{stage_set, written, NoAnswer, ZkStore};
+use crate::model::LockName;
+use crate::record::LockRecord;
+use crate::store::{StoreError, Version, WriteOutcome};
+
+impl ZkStore {
+    /// The client a write planned on `version` must go out on: the session the record was
+    /// read on. `None` when that session has ended (the write is then a conflict, and the
+    /// caller reads again on the new session).
+    pub(super) async fn client_for(
+        &self,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<Option<zk::Client>, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.write_failed(Err(e)))?;
+        let same = version.session == 0 || client.session_id().0 == version.session;
+        // ZooKeeper reads an expected version of -1 as "any version": never send one.
+        Ok((same && version.number != -1).then_some(client))
+    }
+
+    /// Commits a staged record write and maps its answer.
+    pub(super) async fn commit_record_write(
+        &self,
+        client: &zk::Client,
+        mut writer: zk::MultiWriter<'_>,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
+            Ok(Ok(results)) => written(&results, client.session_id().0),
+            Ok(Err(zk::MultiWriteError::OperationFailed {
+                source: zk::Error::BadVersion | zk::Error::NoNode,
+                ..
+            })) => Ok(WriteOutcome::Conflict),
+            Ok(Err(zk::MultiWriteError::OperationFailed { source, .. }))
+            | Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                Err(self.write_failed(Ok(source)))
+            }
+        }
+    }
+
+    pub(super) async fn write_record(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        if version.empty {
+            if version.has_children {
+                return Ok(WriteOutcome::NestedLocks);
+            }
+            return self
+                .replace_empty_node(name, record, version, deadline)
+                .await;
+        }
+        let Some(client) = self.client_for(version, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
+        let path = self.path(name);
+        let mut writer = client.new_multi_writer();
+        stage_set(&mut writer, &path, &record.encode(), version.number)
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        self.commit_record_write(&client, writer, deadline).await
+    }
+
+    pub(super) async fn fence_record(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        if version.empty {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let Some(client) = self.client_for(version, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
+        let session = client.session_id().0;
+        if version.number.rem_euclid(2) == 1 {
+            // Already at an odd version: fenced (or written by a non-lockwarden client).
+            return Ok(WriteOutcome::Written {
+                zxid: version.mzxid,
+                version: version.number,
+                session,
+            });
+        }
+        let free = LockRecord::default().encode();
+        let call = client.set_data(&self.path(name), &free, Some(version.number));
+        match Self::within(deadline, call).await {
+            Ok(Ok(stat)) => Ok(WriteOutcome::Written {
+                zxid: stat.mzxid,
+                version: stat.version,
+                session,
+            }),
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+
+    pub(super) async fn delete_record(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let Some(client) = self.client_for(version, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
+        let session = client.session_id().0;
+        match Self::within(deadline, client.delete(&path, Some(version.number))).await {
+            Ok(Ok(())) => Ok(WriteOutcome::Written {
+                zxid: 0,
+                version: -1,
+                session,
+            }),
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            // Locks are nested under this one: it stays as their parent for now.
+            Ok(Err(zk::Error::NotEmpty)) => Ok(WriteOutcome::NestedLocks),
+            Ok(Err(e)) => Err(self.write_failed(Ok(e))),
+            Err(e) => Err(self.write_failed(Err(e))),
+        }
+    }
+}

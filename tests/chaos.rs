@@ -1,0 +1,265 @@
+//! Fault scenarios on a 3-node ZooKeeper ensemble with three lockwarden instances (one with a
+//! skewed clock), each checked by the history checker, and the chaos run that mixes them.
+//!
+//! Every scenario runs the workload of 16 clients under one kind of fault, then checks: no
+//! overlapping grants, increasing tokens, no stale validate, no lost lease, every lock takeable
+//! on every instance afterwards, and no garbage after the collector's delays. The scenarios
+//! share the machine's two cores, so they run one at a time.
+//!
+//! `./scripts/chaos --duration S --seed N` runs `chaos_run` with those settings.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::nemesis::{self, Cluster, Fault, STORE_TIMEOUT_MS};
+use tokio::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+const SCENARIO: Duration = Duration::from_secs(20);
+
+async fn scenario(faults: &[Fault], seed: u64) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let outcome = nemesis::run(faults, SCENARIO, seed, 16).await;
+    eprintln!("{faults:?} (seed {seed}):\n{}", outcome.summary());
+    assert!(
+        !outcome.injections.is_empty(),
+        "the nemesis injected nothing"
+    );
+    assert!(outcome.report.grants > 10, "too little happened to judge");
+    assert!(outcome.is_clean(), "{}", outcome.summary());
+}
+
+/// No other fault: one instance's clock runs 5 s ahead (seed 2) or behind (seed 3) of the
+/// others', which every scenario also has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clocks_skewed_by_five_seconds_between_instances() {
+    for seed in [2, 3] {
+        let _turn = ONE_AT_A_TIME.lock().await;
+        let outcome = nemesis::run(&[], SCENARIO, seed, 16).await;
+        eprintln!("clock skew (seed {seed}):\n{}", outcome.summary());
+        assert!(outcome.report.grants > 10, "too little happened to judge");
+        assert!(outcome.is_clean(), "{}", outcome.summary());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_is_killed_under_load() {
+    scenario(&[Fault::KillLeader], 11).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_is_paused_past_the_session_timeout() {
+    scenario(&[Fault::PauseLeader], 12).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instances_link_to_zookeeper_is_black_holed() {
+    scenario(&[Fault::BlackHoleInstance, Fault::SlowReplies], 13).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_is_killed_and_restarted() {
+    scenario(&[Fault::KillInstance], 14).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_is_paused_past_its_session_timeout() {
+    scenario(&[Fault::PauseInstance], 15).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_every_kind_of_write_are_lost() {
+    scenario(
+        &[
+            Fault::LostCreate,
+            Fault::LostSetData,
+            Fault::LostMulti,
+            Fault::LostDelete,
+        ],
+        16,
+    )
+    .await;
+}
+
+/// Quorum loss: every call answers 503 with Retry-After within the store timeout (never
+/// hangs), and the service serves again within 5 s of the quorum's return, with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_answers_503_quickly_and_recovers() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::start(2, 0).await;
+    let http = common::http_client();
+    let leader = cluster.ensemble.leader().await.expect("a leader");
+    let other = (1..=3).find(|id| *id != leader).unwrap();
+    cluster.ensemble.kill(leader);
+    cluster.ensemble.kill(other);
+    for _ in 0..3 {
+        for url in cluster.urls() {
+            let started = Instant::now();
+            let answer = http
+                .post(format!("{url}/v1/locks/q/acquire"))
+                .json(&serde_json::json!({"owner": "a", "lease_ms": 1000}))
+                .send()
+                .await
+                .expect("an answer");
+            let took = started.elapsed();
+            assert_eq!(answer.status(), 503);
+            assert!(answer.headers().contains_key("retry-after"));
+            assert!(
+                took <= Duration::from_millis(STORE_TIMEOUT_MS + 300),
+                "503 within the store timeout, took {took:?}"
+            );
+        }
+    }
+    cluster.ensemble.restart(leader).await;
+    cluster.ensemble.restart(other).await;
+    cluster.ensemble.wait_serving(Duration::from_secs(60)).await;
+    // A lock nobody touched during the outage: the one above may still carry a grant whose
+    // answer was lost as the quorum went (its lease runs out as usual).
+    let back = Instant::now();
+    for (i, url) in cluster.urls().iter().enumerate() {
+        loop {
+            let answer = http
+                .post(format!("{url}/v1/locks/after-{i}/acquire"))
+                .json(&serde_json::json!({"owner": "a", "lease_ms": 100}))
+                .send()
+                .await;
+            let last = match answer {
+                Ok(a) if a.status() == 200 => break,
+                Ok(a) => format!("{} {}", a.status(), a.text().await.unwrap_or_default()),
+                Err(error) => error.to_string(),
+            };
+            assert!(
+                back.elapsed() < Duration::from_secs(5),
+                "serving again within 5 s of the quorum's return; last answer: {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    eprintln!(
+        "served again {:?} after the quorum returned",
+        back.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_under_load() {
+    scenario(&[Fault::QuorumLoss], 17).await;
+}
+
+/// An instance killed with -9: its holders' locks survive (renewed through another
+/// instance), and its waiters are gone within the session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instances_holders_survive_and_its_waiters_go() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut cluster = Cluster::start(2, 0).await;
+    let urls = cluster.urls();
+    let http = common::http_client();
+    let post = |url: String, body: serde_json::Value| {
+        let http = http.clone();
+        async move {
+            let answer = http.post(url).json(&body).send().await;
+            match answer {
+                Ok(a) => (
+                    a.status().as_u16(),
+                    a.json::<serde_json::Value>().await.unwrap_or_default(),
+                ),
+                Err(_) => (0, serde_json::Value::Null),
+            }
+        }
+    };
+    let (status, held) = post(
+        format!("{}/v1/locks/k/acquire", urls[0]),
+        serde_json::json!({"owner": "h", "lease_ms": 30000}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let waiter = tokio::spawn(post(
+        format!("{}/v1/locks/k/acquire", urls[0]),
+        serde_json::json!({"owner": "w", "lease_ms": 1000, "waiting_ms": 60000}),
+    ));
+    common::eventually(Duration::from_secs(5), "the waiter to queue", || {
+        let (http, url) = (http.clone(), format!("{}/v1/locks/k", urls[1]));
+        async move {
+            let info: serde_json::Value = http.get(url).send().await.unwrap().json().await.unwrap();
+            info["waiters"] == 1
+        }
+    })
+    .await;
+    cluster.instances[0].kill();
+    let killed = Instant::now();
+    common::eventually(
+        Duration::from_millis(nemesis::SESSION_TIMEOUT_MS + 3000),
+        "the killed instance's waiter to go",
+        || {
+            let (http, url) = (http.clone(), format!("{}/v1/locks/k", urls[1]));
+            async move {
+                let info: serde_json::Value =
+                    http.get(url).send().await.unwrap().json().await.unwrap();
+                info["waiters"] == 0
+            }
+        },
+    )
+    .await;
+    eprintln!("waiter gone {:?} after the kill", killed.elapsed());
+    assert!(
+        waiter.await.unwrap().0 != 200,
+        "the waiter's call died with its instance"
+    );
+    let (status, body) = post(
+        format!("{}/v1/locks/k/renew", urls[1]),
+        serde_json::json!({"lease_id": held["lease_id"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "the holder's lease survives: {body}");
+    let (status, _) = post(
+        format!("{}/v1/locks/k/acquire", urls[1]),
+        serde_json::json!({"owner": "x", "lease_ms": 1000}),
+    )
+    .await;
+    assert_eq!(status, 409, "still held");
+}
+
+/// The chaos run: every fault, mixed by the seed, for `CHAOS_DURATION_S` seconds (default
+/// 150, CI's short run). `./scripts/chaos` sets the variables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_run() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let seconds: u64 = std::env::var("CHAOS_DURATION_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(150);
+    let seed: u64 = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let clients: usize = std::env::var("CHAOS_CLIENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let outcome = nemesis::run(&Fault::ALL, Duration::from_secs(seconds), seed, clients).await;
+    println!(
+        "chaos run: {seconds} s, seed {seed}, {clients} clients, {} faults injected\n{}",
+        outcome.injections.len(),
+        outcome.summary()
+    );
+    for injection in &outcome.injections {
+        println!(
+            "  {:?} on {} for {:.1} s, recovered {}",
+            injection.fault,
+            injection.target,
+            (injection.healed_ms - injection.start_ms) as f64 / 1000.0,
+            injection
+                .recovered_ms
+                .map_or("never".to_string(), |ms| format!(
+                    "{:.1} s later",
+                    ms as f64 / 1000.0
+                ))
+        );
+    }
+    for violation in outcome.report.violations.iter().take(20) {
+        println!("  VIOLATION {violation:?}");
+    }
+    assert!(outcome.is_clean(), "{}", outcome.summary());
+}

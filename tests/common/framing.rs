@@ -1,0 +1,97 @@
+//! ZooKeeper's client→server framing, as far as a fault-injecting proxy needs it: `Framer`
+//! splits the byte stream of one connection into messages (whatever the chunking) and names
+//! each request's xid and type; `op` has the request types.
+
+/// ZooKeeper request types (the `type` field of a request header).
+pub mod op {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const EXISTS: i32 = 3;
+    pub const GET_DATA: i32 = 4;
+    pub const SET_DATA: i32 = 5;
+    pub const SYNC: i32 = 9;
+    pub const PING: i32 = 11;
+    pub const CHECK: i32 = 13;
+    pub const MULTI: i32 = 14;
+    pub const CREATE2: i32 = 15;
+    pub const CREATE_CONTAINER: i32 = 19;
+    pub const CREATE_TTL: i32 = 21;
+    pub const CLOSE_SESSION: i32 = -11;
+}
+
+/// One message found by `Framer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// The first message of a connection (no request header).
+    Connect,
+    /// A request with its header.
+    Request { xid: i32, op: i32 },
+    /// A body too short to hold a request header.
+    Short,
+}
+
+/// Splits ZooKeeper's client→server byte stream into messages, whatever the chunking:
+/// each message is a 4-byte big-endian length, then that many bytes of body.
+#[derive(Debug, Default)]
+pub struct Framer {
+    seen_connect: bool,
+    head: Vec<u8>,
+    skip: usize,
+    current: Option<Message>,
+}
+
+impl Framer {
+    pub fn new() -> Framer {
+        Framer::default()
+    }
+
+    /// Feeds the next chunk; returns each message completed in it, with the offset in
+    /// `chunk` just past its last byte.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<(usize, Message)> {
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < chunk.len() {
+            if self.skip > 0 {
+                let n = self.skip.min(chunk.len() - i);
+                i += n;
+                self.skip -= n;
+                if self.skip == 0 {
+                    done.push((i, self.current.take().expect("a message under way")));
+                }
+                continue;
+            }
+            self.head.push(chunk[i]);
+            i += 1;
+            if self.head.len() < 4 {
+                continue;
+            }
+            let len = i32::from_be_bytes(self.head[..4].try_into().unwrap()).max(0) as usize;
+            let wanted = if self.seen_connect { len.min(8) } else { 0 };
+            let have = self.head.len() - 4;
+            if have < wanted {
+                continue;
+            }
+            let message = if !self.seen_connect {
+                Message::Connect
+            } else if len < 8 {
+                Message::Short
+            } else {
+                let field =
+                    |at: usize| i32::from_be_bytes(self.head[at..at + 4].try_into().unwrap());
+                Message::Request {
+                    xid: field(4),
+                    op: field(8),
+                }
+            };
+            self.seen_connect = true;
+            self.head.clear();
+            if len == have {
+                done.push((i, message));
+            } else {
+                self.skip = len - have;
+                self.current = Some(message);
+            }
+        }
+        done
+    }
+}

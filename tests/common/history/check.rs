@@ -1,0 +1,673 @@
+//! The checker: `check(&History, &CheckConfig) -> Report`.
+//!
+//! **Time conversion.** Op times are on the test clock. A time the service reported
+//! (`expires_at`, `acquired_at`) is on the clock of the instance that wrote it, which runs
+//! `offsets[i]` ms ahead of the test clock (libfaketime), so `test = service - offset`.
+//! A renew's expiry was written by the instance that answered. A grant's may not have
+//! been: a release hands the lock to the next waiter in the releasing instance's write, so
+//! a waiter's answer carries the releasing instance's times. The grant's `acquired_at` says
+//! which: converted with the right offset it falls inside the acquire's
+//! `[invoke, complete]`. The answering instance's offset is used when it fits; otherwise
+//! the largest other offset that fits (the earliest lease end, so no false alarm); when
+//! none fits, the answering instance's (and a note says so).
+//!
+//! **Leases.** A lease (one `lease_id`) starts at its grant and lasts until its expiry,
+//! which each acknowledged (`200`) renew or re-acquire replaces with its own (the one
+//! invoked last counts: a renew may also shorten a lease). It ends at the latest at the
+//! invoke time of the first release call for it, whatever the answer.
+//!
+//! **Checks.** See [`Check`]. An outcome is unknown for a transport error, a client-side
+//! timeout or a 5xx; such a call may have taken effect at any time after its invoke (and
+//! up to `unknown_window_ms` after the client gave up), so an unknown-outcome acquire of a
+//! higher priority, or a force release that was not refused, excuses a lease that ended
+//! early.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use super::{short, Call, History, Op};
+
+/// What the checker needs besides the history.
+#[derive(Clone, Debug)]
+pub struct CheckConfig {
+    /// Per instance, how far its wall clock runs ahead of the test clock (ms); missing = 0.
+    pub offsets: Vec<i64>,
+    /// Slack for clock readings: an overlap or staleness must exceed it to count.
+    pub tolerance_ms: i64,
+    /// A refused renew counts as a lost lease only if invoked this long before the end.
+    pub renew_margin_ms: i64,
+    /// How long after its client gave up an unknown-outcome call may still take effect.
+    pub unknown_window_ms: i64,
+}
+
+impl Default for CheckConfig {
+    fn default() -> CheckConfig {
+        CheckConfig {
+            offsets: Vec::new(),
+            tolerance_ms: 0,
+            renew_margin_ms: 0,
+            unknown_window_ms: 10_000,
+        }
+    }
+}
+
+impl CheckConfig {
+    pub fn with_offsets(offsets: Vec<i64>) -> CheckConfig {
+        CheckConfig {
+            offsets,
+            ..CheckConfig::default()
+        }
+    }
+
+    pub fn offset(&self, instance: usize) -> i64 {
+        self.offsets.get(instance).copied().unwrap_or(0)
+    }
+}
+
+/// The properties checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Check {
+    /// 1. Two grants of one lock live at once (consecutive by token; the later one
+    ///    completed before the earlier lease ended, and was no preemption).
+    Overlap,
+    /// 2. Fencing tokens: one token for two leases, a grant that completed before
+    ///    another was invoked has a token that is not lower, or an acknowledged renew
+    ///    shows another token than its lease's (renewing keeps the token).
+    TokenOrder,
+    /// 3. A validate answered `current: true` for a token after a grant with a higher
+    ///    token had completed, or after the token's own release was acknowledged.
+    StaleValidate,
+    /// 4. A renew invoked before the lease's known end was refused (`409`), with no
+    ///    preemption or force release that could explain it.
+    LostLease,
+    /// 5. One `lease_id` returned to two acquires that are not the same request.
+    RegrantedLease,
+}
+
+impl Check {
+    pub const ALL: [Check; 5] = [
+        Check::Overlap,
+        Check::TokenOrder,
+        Check::StaleValidate,
+        Check::LostLease,
+        Check::RegrantedLease,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Overlap => "overlap",
+            Check::TokenOrder => "token_order",
+            Check::StaleValidate => "stale_validate",
+            Check::LostLease => "lost_lease",
+            Check::RegrantedLease => "regranted_lease",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub check: Check,
+    /// The ids of the ops involved.
+    pub ops: Vec<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}", self.check.name(), self.message)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub ops: usize,
+    /// `"acquire 200"`, `"acquire 409 lock_held"`, `"renew unknown"`, … → count.
+    pub outcomes: BTreeMap<String, usize>,
+    /// Distinct leases granted.
+    pub grants: usize,
+    pub violations: Vec<Violation>,
+    pub fenced_writes: u64,
+    pub fenced_rejections: u64,
+    /// The first few rejected writes, described (times relative to the history's start).
+    pub fenced_rejected: Vec<String>,
+    /// Things the checker could not judge exactly (missing fields, unattributable times).
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn count(&self, check: Check) -> usize {
+        self.violations.iter().filter(|v| v.check == check).count()
+    }
+
+    pub fn by_check(&self) -> BTreeMap<Check, usize> {
+        Check::ALL.iter().map(|&c| (c, self.count(c))).collect()
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// How many ops of `kind` ended with `label` (see `Outcome::label`).
+    pub fn outcome(&self, kind: &str, label: &str) -> usize {
+        let key = format!("{kind} {label}");
+        self.outcomes.get(&key).copied().unwrap_or(0)
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "history: {} ops, {} grants, {} violations, fenced writes {} (rejected {})",
+            self.ops,
+            self.grants,
+            self.violations.len(),
+            self.fenced_writes,
+            self.fenced_rejections
+        )?;
+        let outcomes: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
+        writeln!(f, "  ops: {}", outcomes.join(", "))?;
+        let checks: Vec<String> = self
+            .by_check()
+            .iter()
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect();
+        writeln!(f, "  by check: {}", checks.join(", "))?;
+        const SHOWN: usize = 20;
+        for v in self.violations.iter().take(SHOWN) {
+            writeln!(f, "  {v}")?;
+        }
+        if self.violations.len() > SHOWN {
+            writeln!(f, "  … and {} more", self.violations.len() - SHOWN)?;
+        }
+        for rejected in &self.fenced_rejected {
+            writeln!(f, "  fenced: {rejected}")?;
+        }
+        for note in self.notes.iter().take(SHOWN) {
+            writeln!(f, "  note: {note}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One lease, as the history shows it.
+struct Lease<'h> {
+    grant: &'h Op,
+    lease_id: &'h str,
+    token: u64,
+    priority: u32,
+    /// The grant, then each acknowledged renew or re-acquire, by invoke time, with the
+    /// expiry it set (test clock).
+    updates: Vec<(&'h Op, i64)>,
+    /// The first release call for this lease (any outcome).
+    release: Option<&'h Op>,
+}
+
+impl<'h> Lease<'h> {
+    /// The expiry of the last acknowledged update invoked before `before` (test clock).
+    fn known_expiry(&self, before: i64) -> (i64, &'h Op) {
+        let mut known = self.updates[0];
+        for &(op, expiry) in &self.updates[1..] {
+            if op.complete_ms <= before {
+                known = (op, expiry);
+            }
+        }
+        (known.1, known.0)
+    }
+
+    /// When the lease ended at the latest, and the op that says so.
+    fn end(&self) -> (i64, &'h Op) {
+        let &(op, expiry) = self.updates.last().unwrap();
+        match self.release {
+            Some(release) if release.invoke_ms < expiry => (release.invoke_ms, release),
+            _ => (expiry, op),
+        }
+    }
+}
+
+struct Checker<'h> {
+    history: &'h History,
+    config: &'h CheckConfig,
+    base: i64,
+    violations: Vec<Violation>,
+    notes: Vec<String>,
+    /// Per lock, its leases in grant (token) order.
+    leases: BTreeMap<&'h str, Vec<Lease<'h>>>,
+}
+
+pub fn check(history: &History, config: &CheckConfig) -> Report {
+    let mut checker = Checker {
+        history,
+        config,
+        base: history.start_ms(),
+        violations: Vec::new(),
+        notes: Vec::new(),
+        leases: BTreeMap::new(),
+    };
+    checker.collect_leases();
+    checker.overlaps();
+    checker.token_order();
+    checker.stale_validates();
+    checker.lost_leases();
+    let mut outcomes = BTreeMap::new();
+    for op in &history.ops {
+        let key = format!("{} {}", op.call.kind(), op.outcome.label());
+        *outcomes.entry(key).or_insert(0) += 1;
+    }
+    Report {
+        ops: history.ops.len(),
+        outcomes,
+        grants: checker.leases.values().map(Vec::len).sum(),
+        violations: checker.violations,
+        fenced_writes: history.fenced_writes,
+        fenced_rejections: history.fenced_rejections,
+        fenced_rejected: history
+            .fenced_rejected
+            .iter()
+            .map(|r| {
+                format!(
+                    "c{} wrote token {} to {} at t+{}, after token {}",
+                    r.client,
+                    r.token,
+                    r.lock,
+                    r.at_ms - checker.base,
+                    r.highest
+                )
+            })
+            .collect(),
+        notes: checker.notes,
+    }
+}
+
+impl<'h> Checker<'h> {
+    fn op(&self, op: &Op) -> String {
+        let mut text = String::new();
+        let _ = op.describe(&mut text, self.base);
+        text
+    }
+
+    fn t(&self, ms: i64) -> i64 {
+        ms - self.base
+    }
+
+    fn violation(&mut self, check: Check, ops: &[&Op], message: String) {
+        self.violations.push(Violation {
+            check,
+            ops: ops.iter().map(|op| op.id).collect(),
+            message,
+        });
+    }
+
+    /// The offset of the instance that wrote a grant's times (see the module docs).
+    fn grant_offset(&mut self, op: &Op) -> i64 {
+        let own = self.config.offset(op.instance);
+        let Some(at) = op.outcome.acquired_at else {
+            return own;
+        };
+        let slack = self.config.tolerance_ms + 1;
+        let fits = |o: i64| (op.invoke_ms - slack..=op.complete_ms + slack).contains(&(at - o));
+        if fits(own) {
+            return own;
+        }
+        match self
+            .config
+            .offsets
+            .iter()
+            .copied()
+            .filter(|&o| fits(o))
+            .max()
+        {
+            Some(o) => o,
+            None => {
+                let note = format!(
+                    "acquired_at of {} fits no instance's clock (t+{} with offset {own})",
+                    self.op(op),
+                    self.t(at - own)
+                );
+                self.notes.push(note);
+                own
+            }
+        }
+    }
+
+    /// Builds the leases: each `200` acquire that returned a lease id not seen before
+    /// starts one; the same id again is a re-acquire or a retry (or a violation).
+    fn collect_leases(&mut self) {
+        let history = self.history;
+        let mut by_id: HashMap<&'h str, (&'h str, usize)> = HashMap::new();
+        let mut leases: Vec<Lease<'h>> = Vec::new();
+        for op in &history.ops {
+            let Call::Acquire {
+                priority,
+                lease_ms,
+                request_id,
+                lease_id: asked,
+                ..
+            } = &op.call
+            else {
+                continue;
+            };
+            let o = &op.outcome;
+            let (true, Some(lease_id), Some(token)) = (o.is_ok(), &o.lease_id, o.fencing_token)
+            else {
+                continue;
+            };
+            if let Some(&(_, index)) = by_id.get(lease_id.as_str()) {
+                let first = leases[index].grant;
+                let same_request = matches!(
+                    (&first.call, request_id),
+                    (Call::Acquire { request_id: Some(a), .. }, Some(b)) if a == b
+                );
+                let reacquire = asked.as_deref() == Some(lease_id.as_str());
+                if !same_request && !reacquire {
+                    let message = format!(
+                        "lease {} returned to two different requests: {} and {}",
+                        short(lease_id),
+                        self.op(first),
+                        self.op(op)
+                    );
+                    self.violation(Check::RegrantedLease, &[first, op], message);
+                } else if let Some(expires) = o.expires_at {
+                    let expiry = expires - self.config.offset(op.instance);
+                    leases[index].updates.push((op, expiry));
+                }
+                continue;
+            }
+            let expiry = match o.expires_at {
+                Some(expires) => expires - self.grant_offset(op),
+                None => {
+                    let note = format!("no expires_at in {}", self.op(op));
+                    self.notes.push(note);
+                    op.invoke_ms + *lease_ms as i64
+                }
+            };
+            by_id.insert(lease_id, (&op.lock, leases.len()));
+            leases.push(Lease {
+                grant: op,
+                lease_id,
+                token,
+                priority: *priority,
+                updates: vec![(op, expiry)],
+                release: None,
+            });
+        }
+        for op in &history.ops {
+            let Some(lease_id) = op.call.lease_id() else {
+                continue;
+            };
+            let Some(&(lock, index)) = by_id.get(lease_id) else {
+                continue;
+            };
+            let lease = &mut leases[index];
+            if lock != op.lock || op.invoke_ms < lease.grant.invoke_ms {
+                continue;
+            }
+            match &op.call {
+                Call::Renew { .. } if op.outcome.is_ok() => match op.outcome.expires_at {
+                    Some(expires) => {
+                        let expiry = expires - self.config.offset(op.instance);
+                        lease.updates.push((op, expiry));
+                    }
+                    None => self
+                        .notes
+                        .push(format!("no expires_at in renew #{}", op.id)),
+                },
+                Call::Release { .. } if lease.release.is_none() => lease.release = Some(op),
+                _ => {}
+            }
+        }
+        for mut lease in leases {
+            lease.updates[1..].sort_by_key(|(op, _)| (op.invoke_ms, op.id));
+            self.leases
+                .entry(&lease.grant.lock)
+                .or_default()
+                .push(lease);
+        }
+        for leases in self.leases.values_mut() {
+            leases.sort_by_key(|l| (l.token, l.grant.complete_ms, l.grant.id));
+        }
+    }
+
+    /// An op that may have ended `holder`'s lease early and legitimately, before
+    /// `until_ms`: a grant of a higher priority (known, with a token below `below_token`,
+    /// or of unknown outcome), or a force release that was not refused.
+    fn excuse(&self, holder: &Lease, until_ms: i64, below_token: Option<u64>) -> Option<&'h Op> {
+        let window = self.config.unknown_window_ms;
+        let from = holder.grant.invoke_ms;
+        self.history.ops.iter().find(|op| {
+            if op.lock != holder.grant.lock || op.invoke_ms >= until_ms || op.id == holder.grant.id
+            {
+                return false;
+            }
+            let o = &op.outcome;
+            match &op.call {
+                Call::Acquire {
+                    priority, lease_id, ..
+                } if *priority > holder.priority && lease_id.is_none() => {
+                    if o.is_unknown() {
+                        op.complete_ms + window >= from
+                    } else {
+                        o.is_ok()
+                            && o.fencing_token.is_some_and(|t| {
+                                t > holder.token && below_token.is_none_or(|below| t < below)
+                            })
+                    }
+                }
+                Call::ForceRelease => {
+                    (o.is_ok() || o.is_unknown()) && op.complete_ms + window >= from
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// Check 1.
+    fn overlaps(&mut self) {
+        let tolerance = self.config.tolerance_ms;
+        let mut found = Vec::new();
+        for leases in self.leases.values() {
+            for pair in leases.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                let (end, end_op) = a.end();
+                let granted = b.grant.complete_ms;
+                if granted + tolerance >= end || b.priority > a.priority {
+                    continue;
+                }
+                if self.excuse(a, granted, Some(b.token)).is_some() {
+                    continue;
+                }
+                let ends = if end_op.id == a.grant.id {
+                    "its grant's expiry".to_owned()
+                } else {
+                    format!("#{}", end_op.id)
+                };
+                let message = format!(
+                    "lock {}: {} was granted (completed t+{}) while lease {} of {} was live \
+                     until t+{} (set by {ends}): {} ms of overlap",
+                    a.grant.lock,
+                    self.op(b.grant),
+                    self.t(granted),
+                    short(a.lease_id),
+                    self.op(a.grant),
+                    self.t(end),
+                    end - granted
+                );
+                found.push((vec![a.grant, b.grant, end_op], message));
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::Overlap, &ops, message);
+        }
+    }
+
+    /// Check 2.
+    fn token_order(&mut self) {
+        let mut found = Vec::new();
+        for leases in self.leases.values() {
+            let mut by_token: BTreeMap<u64, &Lease> = BTreeMap::new();
+            for lease in leases {
+                if let Some(other) = by_token.insert(lease.token, lease) {
+                    found.push((
+                        vec![other.grant, lease.grant],
+                        format!(
+                            "token {} granted twice: {} and {}",
+                            lease.token,
+                            self.op(other.grant),
+                            self.op(lease.grant)
+                        ),
+                    ));
+                }
+            }
+            let mut completed: Vec<&Lease> = leases.iter().collect();
+            completed.sort_by_key(|l| l.grant.complete_ms);
+            let mut invoked: Vec<&Lease> = leases.iter().collect();
+            invoked.sort_by_key(|l| l.grant.invoke_ms);
+            let mut highest: Option<&Lease> = None;
+            let mut next = 0;
+            for b in invoked {
+                while next < completed.len()
+                    && completed[next].grant.complete_ms < b.grant.invoke_ms
+                {
+                    let a = completed[next];
+                    if highest.is_none_or(|h| a.token > h.token) {
+                        highest = Some(a);
+                    }
+                    next += 1;
+                }
+                if let Some(a) = highest.filter(|a| a.token > b.token) {
+                    found.push((
+                        vec![a.grant, b.grant],
+                        format!(
+                            "{} completed before {} was invoked, yet its token is not lower",
+                            self.op(a.grant),
+                            self.op(b.grant)
+                        ),
+                    ));
+                }
+            }
+        }
+        for lease in self.leases.values().flatten() {
+            for &(op, _) in &lease.updates[1..] {
+                if let Some(token) = op.outcome.fencing_token.filter(|&t| t != lease.token) {
+                    found.push((
+                        vec![lease.grant, op],
+                        format!(
+                            "{} answered token {token}, but its lease has token {} ({})",
+                            self.op(op),
+                            lease.token,
+                            self.op(lease.grant)
+                        ),
+                    ));
+                }
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::TokenOrder, &ops, message);
+        }
+    }
+
+    /// Check 3.
+    fn stale_validates(&mut self) {
+        let tolerance = self.config.tolerance_ms;
+        let mut found = Vec::new();
+        for op in &self.history.ops {
+            let (Call::Validate { fencing_token }, Some(true)) = (&op.call, op.outcome.current)
+            else {
+                continue;
+            };
+            let Some(leases) = self.leases.get(op.lock.as_str()) else {
+                continue;
+            };
+            let newer = leases
+                .iter()
+                .filter(|l| {
+                    l.token > *fencing_token && l.grant.complete_ms + tolerance < op.invoke_ms
+                })
+                .min_by_key(|l| l.grant.complete_ms);
+            if let Some(newer) = newer {
+                found.push((
+                    vec![newer.grant, op],
+                    format!(
+                        "{} said token {fencing_token} is current, but {} with the higher \
+                         token {} had completed before it",
+                        self.op(op),
+                        self.op(newer.grant),
+                        newer.token
+                    ),
+                ));
+                continue;
+            }
+            let released = leases
+                .iter()
+                .filter(|l| l.token == *fencing_token)
+                .filter_map(|l| l.release)
+                .find(|r| r.outcome.is_ok() && r.complete_ms + tolerance < op.invoke_ms);
+            if let Some(release) = released {
+                found.push((
+                    vec![release, op],
+                    format!(
+                        "{} said token {fencing_token} is current after its release {} was \
+                         acknowledged",
+                        self.op(op),
+                        self.op(release)
+                    ),
+                ));
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::StaleValidate, &ops, message);
+        }
+    }
+
+    /// Check 4.
+    fn lost_leases(&mut self) {
+        let margin = self.config.renew_margin_ms;
+        let mut found = Vec::new();
+        let by_id: HashMap<(&str, &str), &Lease> = self
+            .leases
+            .values()
+            .flatten()
+            .map(|l| ((l.grant.lock.as_str(), l.lease_id), l))
+            .collect();
+        for op in &self.history.ops {
+            let (Call::Renew { lease_id, .. }, Some(409)) = (&op.call, op.outcome.status) else {
+                continue;
+            };
+            let Some(lease) = by_id.get(&(op.lock.as_str(), lease_id.as_str())) else {
+                continue;
+            };
+            if op.invoke_ms < lease.grant.invoke_ms
+                || lease.release.is_some_and(|r| r.invoke_ms <= op.invoke_ms)
+            {
+                continue;
+            }
+            let (known_end, set_by) = lease.known_expiry(op.invoke_ms);
+            if op.invoke_ms >= known_end - margin {
+                continue;
+            }
+            if self.excuse(lease, op.complete_ms, None).is_some() {
+                continue;
+            }
+            found.push((
+                vec![lease.grant, op],
+                format!(
+                    "{} was refused {} ms before the lease's known end t+{} (set by #{}), \
+                     granted by {}, with no preemption or force release of {} in between",
+                    self.op(op),
+                    known_end - op.invoke_ms,
+                    self.t(known_end),
+                    set_by.id,
+                    self.op(lease.grant),
+                    op.lock
+                ),
+            ));
+        }
+        for (ops, message) in found {
+            self.violation(Check::LostLease, &ops, message);
+        }
+    }
+}

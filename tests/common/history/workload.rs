@@ -1,0 +1,343 @@
+//! The workload: concurrent clients that take, hold, renew, validate and release locks on
+//! a fixed list of instances and record every call; and the liveness probe for after the
+//! faults.
+//!
+//! Each client runs in its own task, on instance `client % urls.len()`, with its own
+//! `fastrand::Rng` seeded from the run's seed and its id, so a seed reproduces every
+//! client's choices (not the timings or the answers). One cycle of a client:
+//!
+//! 1. acquire a random lock: lease 300–2000 ms, `waiting_ms` 0 or 1–1500, priority 0
+//!    (75 %) or 1–5, sometimes forceful, `cleanup_ms` 0–300;
+//! 2. if granted: write the token to the fenced resource, then up to 3 times: sleep for
+//!    1/8–1/3 of the lease (so before half of it is gone), sometimes validate the token,
+//!    renew (keeping the length, or with a new one) and write the token again if
+//!    acknowledged; stop on a `409`;
+//! 3. sometimes validate an old token this client once held;
+//! 4. release (85 %) or let the lease lapse (15 %).
+//!
+//! Every call has a client-side timeout; the run ends at its deadline or operation budget
+//! (a client holding a lock then still releases it), so every loop is bounded.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Call, Endpoint, FencedResource, History, Op};
+
+#[derive(Clone, Debug)]
+pub struct WorkloadConfig {
+    /// The instances' base URLs (`http://127.0.0.1:port`); index = instance number.
+    pub urls: Vec<String>,
+    pub clients: usize,
+    /// How many locks: `{prefix}/l0` … `{prefix}/l{locks-1}`.
+    pub locks: usize,
+    pub prefix: String,
+    pub seed: u64,
+    /// The run ends this long after it starts …
+    pub duration: Duration,
+    /// … or once this many calls have been made, whichever comes first.
+    pub max_ops: Option<usize>,
+    /// The client-side limit of one call; past it the outcome is unknown.
+    pub http_timeout: Duration,
+    /// Sent as a bearer token with every call (an API token, or the admin token).
+    pub token: Option<String>,
+    /// Per mille of cycles that are an admin force release instead (needs the admin token).
+    pub force_release_per_mille: u32,
+}
+
+impl WorkloadConfig {
+    /// 16 clients, 4 locks under `wl`, seed 1, 8 s, 3 s per call.
+    pub fn new(urls: Vec<String>) -> WorkloadConfig {
+        WorkloadConfig {
+            urls,
+            clients: 16,
+            locks: 4,
+            prefix: "wl".to_owned(),
+            seed: 1,
+            duration: Duration::from_secs(8),
+            max_ops: None,
+            http_timeout: Duration::from_secs(3),
+            token: None,
+            force_release_per_mille: 0,
+        }
+    }
+
+    pub fn lock_names(&self) -> Vec<String> {
+        (0..self.locks)
+            .map(|i| format!("{}/l{i}", self.prefix))
+            .collect()
+    }
+}
+
+/// An HTTP client for the workload and the probe: no proxy, and no timeout of its own
+/// (each call sets one).
+pub fn workload_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("an HTTP client")
+}
+
+pub struct Workload;
+
+impl Workload {
+    /// Runs the clients until the deadline or the budget and returns what they did.
+    pub async fn run(config: WorkloadConfig) -> History {
+        assert!(!config.urls.is_empty(), "the workload needs an instance");
+        assert!(config.locks > 0, "the workload needs a lock");
+        let http = workload_http();
+        let locks = Arc::new(config.lock_names());
+        let fenced = Arc::new(FencedResource::new());
+        let budget = Arc::new(AtomicUsize::new(0));
+        let deadline = Instant::now() + config.duration;
+        let tasks: Vec<_> = (0..config.clients)
+            .map(|id| {
+                let instance = id % config.urls.len();
+                let client = Client {
+                    id,
+                    endpoint: Endpoint {
+                        http: http.clone(),
+                        base: config.urls[instance].clone(),
+                        instance,
+                        timeout: config.http_timeout,
+                        token: config.token.clone(),
+                    },
+                    rng: fastrand::Rng::with_seed(
+                        config.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    ),
+                    locks: locks.clone(),
+                    deadline,
+                    budget: budget.clone(),
+                    max_ops: config.max_ops.unwrap_or(usize::MAX),
+                    fenced: fenced.clone(),
+                    force_release_per_mille: config.force_release_per_mille,
+                    ops: Vec::new(),
+                    old_tokens: VecDeque::new(),
+                };
+                tokio::spawn(client.run())
+            })
+            .collect();
+        let mut ops = Vec::new();
+        for task in tasks {
+            ops.extend(task.await.expect("a workload client panicked"));
+        }
+        let mut history = History::new(ops);
+        history.fenced_writes = fenced.writes();
+        history.fenced_rejections = fenced.rejections();
+        history.fenced_rejected = fenced.rejected();
+        history
+    }
+}
+
+/// Old tokens a client remembers, to validate later.
+const OLD_TOKENS: usize = 8;
+
+struct Client {
+    id: usize,
+    endpoint: Endpoint,
+    rng: fastrand::Rng,
+    locks: Arc<Vec<String>>,
+    deadline: Instant,
+    budget: Arc<AtomicUsize>,
+    max_ops: usize,
+    fenced: Arc<FencedResource>,
+    force_release_per_mille: u32,
+    ops: Vec<Op>,
+    old_tokens: VecDeque<(String, u64)>,
+}
+
+impl Client {
+    fn may_go_on(&self) -> bool {
+        Instant::now() < self.deadline && self.budget.load(Ordering::Relaxed) < self.max_ops
+    }
+
+    async fn call(&mut self, lock: &str, call: Call) -> Op {
+        self.budget.fetch_add(1, Ordering::Relaxed);
+        let op = self.endpoint.perform(self.id, lock, call).await;
+        self.ops.push(op.clone());
+        op
+    }
+
+    /// Sleeps `ms`, but not past the deadline.
+    async fn sleep(&self, ms: u64) {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(Duration::from_millis(ms).min(left)).await;
+    }
+
+    async fn run(mut self) -> Vec<Op> {
+        while self.may_go_on() {
+            self.cycle().await;
+        }
+        self.ops
+    }
+
+    async fn cycle(&mut self) {
+        let lock = self.locks[self.rng.usize(..self.locks.len())].clone();
+        if self.rng.u32(..1000) < self.force_release_per_mille {
+            self.call(&lock, Call::ForceRelease).await;
+            return;
+        }
+        let mut lease_ms = self.rng.u64(300..=2000);
+        let waiting_ms = if self.rng.bool() {
+            0
+        } else {
+            self.rng.u64(1..=1500)
+        };
+        let roll = self.rng.u32(..100);
+        let priority = if roll < 75 { 0 } else { self.rng.u32(1..=5) };
+        let forceful = roll >= 93;
+        let cleanup_ms = if self.rng.bool() {
+            0
+        } else {
+            self.rng.u64(1..=300)
+        };
+        let acquire = Call::Acquire {
+            owner: format!("client-{}", self.id),
+            priority,
+            lease_ms,
+            waiting_ms: Some(waiting_ms),
+            forceful,
+            cleanup_ms,
+            request_id: None,
+            lease_id: None,
+        };
+        let op = self.call(&lock, acquire).await;
+        let (true, Some(lease_id), Some(token)) = (
+            op.outcome.is_ok(),
+            op.outcome.lease_id.clone(),
+            op.outcome.fencing_token,
+        ) else {
+            let pause = self.rng.u64(..=50);
+            self.sleep(pause).await;
+            return;
+        };
+        self.fenced.write_by(self.id, &lock, token);
+        let mut lost = false;
+        for _ in 0..self.rng.u32(..=3) {
+            let pause = self.rng.u64(lease_ms / 8..=lease_ms / 3);
+            self.sleep(pause).await;
+            if !self.may_go_on() {
+                break;
+            }
+            if self.rng.u32(..10) < 3 {
+                self.call(&lock, Call::validate(token)).await;
+            }
+            let new_length = self.rng.bool().then(|| self.rng.u64(300..=2000));
+            let renew = Call::Renew {
+                lease_id: lease_id.clone(),
+                lease_ms: new_length,
+            };
+            let op = self.call(&lock, renew).await;
+            match op.outcome.status {
+                Some(200) => {
+                    self.fenced.write_by(self.id, &lock, token);
+                    lease_ms = new_length.unwrap_or(lease_ms);
+                }
+                Some(409) => {
+                    lost = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if !self.old_tokens.is_empty() && self.rng.u32(..10) == 0 {
+            let (old_lock, old_token) =
+                self.old_tokens[self.rng.usize(..self.old_tokens.len())].clone();
+            self.call(&old_lock, Call::validate(old_token)).await;
+        }
+        if self.old_tokens.len() == OLD_TOKENS {
+            self.old_tokens.pop_front();
+        }
+        self.old_tokens.push_back((lock.clone(), token));
+        if lost {
+            return;
+        }
+        let work = self.rng.u64(..=lease_ms / 4);
+        self.sleep(work).await;
+        if self.rng.u32(..100) < 15 && self.may_go_on() {
+            return; // the lease lapses
+        }
+        self.call(&lock, Call::release(&lease_id)).await;
+    }
+}
+
+/// After the faults have healed: every lock can be taken (waiting out leases the
+/// workload left) and released, on every instance, within `within` in all. Returns one
+/// line per (lock, instance) that failed.
+pub async fn liveness_probe(urls: &[String], locks: &[String], within: Duration) -> Vec<String> {
+    let http = workload_http();
+    let deadline = Instant::now() + within;
+    let probes = locks
+        .iter()
+        .map(|lock| probe_lock(&http, urls, lock, deadline, within));
+    futures::future::join_all(probes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Takes and releases `lock` on each instance in turn.
+async fn probe_lock(
+    http: &reqwest::Client,
+    urls: &[String],
+    lock: &str,
+    deadline: Instant,
+    within: Duration,
+) -> Vec<String> {
+    const GRACE: Duration = Duration::from_secs(2);
+    let mut failures = Vec::new();
+    for (instance, url) in urls.iter().enumerate() {
+        let mut endpoint = Endpoint {
+            http: http.clone(),
+            base: url.clone(),
+            instance,
+            timeout: GRACE,
+            token: None,
+        };
+        let mut last = "no attempt (out of time)".to_owned();
+        let mut lease = None;
+        while lease.is_none() && Instant::now() < deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let wait = left.min(Duration::from_secs(5));
+            endpoint.timeout = wait + GRACE;
+            let mut call = Call::acquire("liveness-probe", 0, 5000);
+            if let Call::Acquire { waiting_ms, .. } = &mut call {
+                *waiting_ms = Some((wait.as_millis() as u64).max(1));
+            }
+            let op = endpoint.perform(usize::MAX, lock, call).await;
+            last = op.outcome.label();
+            match (op.outcome.is_ok(), op.outcome.lease_id) {
+                (true, Some(id)) => lease = Some(id),
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let Some(lease) = lease else {
+            failures.push(format!(
+                "lock {lock} on instance {instance} ({url}): not taken within {within:?}; \
+                 last answer {last}"
+            ));
+            continue;
+        };
+        endpoint.timeout = GRACE;
+        let mut released = false;
+        while !released && Instant::now() < deadline + GRACE {
+            let op = endpoint
+                .perform(usize::MAX, lock, Call::release(&lease))
+                .await;
+            last = op.outcome.label();
+            released = op.outcome.is_ok();
+            if !released {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        if !released {
+            failures.push(format!(
+                "lock {lock} on instance {instance} ({url}): taken but not released; \
+                 last answer {last}"
+            ));
+        }
+    }
+    failures
+}

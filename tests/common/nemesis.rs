@@ -1,0 +1,419 @@
+//! The chaos rig: a 3-node ZooKeeper ensemble (node 1 a lagging follower), three lockwarden
+//! instances that reach every node through a proxy of their own (one of them with its clock
+//! skewed by libfaketime), the nemesis that injects faults into any of them, and a run that
+//! puts the workload of `history` under the nemesis and checks what it recorded.
+//!
+//! Everything the rig starts is stopped by pid (through the ensemble and instance handles),
+//! and every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::ensemble::{Ensemble, EnsembleOptions, NODES};
+use super::history::check::{check, CheckConfig, Report};
+use super::history::workload::{liveness_probe, Workload, WorkloadConfig};
+use super::history::History;
+use super::instance::{Instance, InstanceOptions};
+use super::proxy::{Mode, Proxy};
+use super::{unique_root, zk_client_at, znodes_under};
+
+pub const SESSION_TIMEOUT_MS: u64 = 3000;
+/// A write through the lagging follower takes about twice its lag, a sync as long.
+pub const STORE_TIMEOUT_MS: u64 = 1000;
+/// Above 2 x the store timeout + 1.5 x the session timeout, as the service requires.
+pub const GC_DELAY_MS: u64 = 6600;
+/// How late node 1 (a follower, mostly) hears from its peers.
+pub const FOLLOWER_LAG_MS: u64 = 150;
+/// Pairwise clock disagreement the service is told to allow, above the injected skew.
+pub const MAX_SKEW_MS: u64 = 5500;
+/// How far the skewed instance's clock is moved (ahead for an even seed, behind for odd).
+pub const SKEW_MS: i64 = 5000;
+
+/// ZooKeeper op codes, as the proxy sees them.
+pub mod op {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const SET_DATA: i32 = 5;
+    pub const MULTI: i32 = 14;
+    pub const CREATE2: i32 = 15;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    KillLeader,
+    PauseLeader,
+    BlackHoleInstance,
+    KillInstance,
+    PauseInstance,
+    LostCreate,
+    LostSetData,
+    LostMulti,
+    LostDelete,
+    SlowReplies,
+    QuorumLoss,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 11] = [
+        Fault::KillLeader,
+        Fault::PauseLeader,
+        Fault::BlackHoleInstance,
+        Fault::KillInstance,
+        Fault::PauseInstance,
+        Fault::LostCreate,
+        Fault::LostSetData,
+        Fault::LostMulti,
+        Fault::LostDelete,
+        Fault::SlowReplies,
+        Fault::QuorumLoss,
+    ];
+}
+
+pub struct Cluster {
+    pub ensemble: Ensemble,
+    /// `proxies[i]`: instance i's proxies, one per ZooKeeper node.
+    pub proxies: Vec<Vec<Proxy>>,
+    pub instances: Vec<Instance>,
+    pub offsets: Vec<i64>,
+    pub root: String,
+    /// Where each instance's log goes (`instance-{i}.log`); kept after the run.
+    pub logs: std::path::PathBuf,
+}
+
+impl Cluster {
+    /// Starts the ensemble and `instances` lockwarden instances; instance 1 (if any) runs
+    /// with its clock moved by `skew_ms`.
+    pub async fn start(instances: usize, skew_ms: i64) -> Cluster {
+        let ensemble = Ensemble::start(EnsembleOptions {
+            lagging: Some((1, Duration::from_millis(FOLLOWER_LAG_MS))),
+        })
+        .await;
+        let root = unique_root();
+        let logs = std::env::temp_dir().join(format!("lockwarden-chaos{}", root.replace('/', "-")));
+        std::fs::create_dir_all(&logs).expect("a log directory");
+        let mut proxies = Vec::new();
+        let mut started = Vec::new();
+        let mut offsets = Vec::new();
+        for i in 0..instances {
+            let mine: Vec<Proxy> = (1..=NODES)
+                .map(|id| Proxy::start(ensemble.client_addr(id)))
+                .collect();
+            let connect = mine
+                .iter()
+                .map(|p| p.addr().to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            let offset = if i == 1 { skew_ms } else { 0 };
+            let mut options = InstanceOptions::new(&instance_flags(&connect, &root))
+                .log(logs.join(format!("instance-{i}.log")));
+            if offset != 0 {
+                options = options.clock_offset_ms(offset);
+            }
+            started.push(Instance::start(options).await);
+            proxies.push(mine);
+            offsets.push(offset);
+        }
+        Cluster {
+            ensemble,
+            proxies,
+            instances: started,
+            offsets,
+            root,
+            logs,
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.instances.iter().map(|i| i.base().to_owned()).collect()
+    }
+
+    fn set_proxies(&self, instance: usize, mode: Mode) {
+        for proxy in &self.proxies[instance] {
+            proxy.set_mode(mode.clone());
+        }
+    }
+
+    /// Znodes left under the rig's roots (records and queue nodes), after the collector.
+    pub async fn garbage(&self) -> Vec<String> {
+        let zk = zk_client_at(&self.ensemble.connect_string()).await;
+        let mut left = znodes_under(&zk, &format!("{}/locks", self.root)).await;
+        left.extend(znodes_under(&zk, &format!("{}/state", self.root)).await);
+        left
+    }
+}
+
+pub fn instance_flags(connect: &str, root: &str) -> Vec<String> {
+    [
+        ("--zk", connect.to_owned()),
+        ("--lock-root", format!("{root}/locks")),
+        ("--state-root", format!("{root}/state")),
+        ("--store-timeout-ms", STORE_TIMEOUT_MS.to_string()),
+        ("--zk-session-timeout-ms", SESSION_TIMEOUT_MS.to_string()),
+        ("--gc-delay-ms", GC_DELAY_MS.to_string()),
+        ("--max-clock-skew-ms", MAX_SKEW_MS.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_owned(), value])
+    .collect()
+}
+
+/// One injected fault: what, on which process, and when (ms on the test clock).
+#[derive(Clone, Debug)]
+pub struct Injection {
+    pub fault: Fault,
+    pub target: usize,
+    pub start_ms: i64,
+    pub healed_ms: i64,
+    /// From healing until every instance served an acquire and a release again.
+    pub recovered_ms: Option<i64>,
+}
+
+fn now_ms() -> i64 {
+    super::history::now_floor_ms()
+}
+
+/// Injects one fault for about `hold`, heals it, and measures recovery.
+pub async fn inject(
+    cluster: &mut Cluster,
+    fault: Fault,
+    target: usize,
+    hold: Duration,
+) -> Injection {
+    let start_ms = now_ms();
+    let lost = |ops: &[i32]| Mode::CutAfter {
+        ops: ops.to_vec(),
+        refuse_for: Duration::from_millis(800),
+    };
+    let instance = target % cluster.instances.len();
+    match fault {
+        Fault::KillLeader => {
+            let leader = cluster.ensemble.leader().await.unwrap_or(2);
+            cluster.ensemble.kill(leader);
+            tokio::time::sleep(hold).await;
+            cluster.ensemble.restart(leader).await;
+        }
+        Fault::PauseLeader => {
+            let leader = cluster.ensemble.leader().await.unwrap_or(2);
+            cluster.ensemble.pause(leader);
+            let past_session = Duration::from_millis(SESSION_TIMEOUT_MS + 1500);
+            tokio::time::sleep(hold.max(past_session)).await;
+            cluster.ensemble.resume(leader);
+        }
+        Fault::QuorumLoss => {
+            let leader = cluster.ensemble.leader().await.unwrap_or(2);
+            let other = (1..=NODES).find(|id| *id != leader).unwrap_or(1);
+            cluster.ensemble.kill(leader);
+            cluster.ensemble.kill(other);
+            tokio::time::sleep(hold).await;
+            cluster.ensemble.restart(leader).await;
+            cluster.ensemble.restart(other).await;
+        }
+        Fault::BlackHoleInstance => {
+            cluster.set_proxies(instance, Mode::BlackHole);
+            tokio::time::sleep(hold).await;
+            cluster.set_proxies(instance, Mode::Pass);
+        }
+        Fault::SlowReplies => {
+            cluster.set_proxies(instance, Mode::DelayReplies(Duration::from_millis(400)));
+            tokio::time::sleep(hold).await;
+            cluster.set_proxies(instance, Mode::Pass);
+        }
+        Fault::KillInstance => {
+            cluster.instances[instance].kill();
+            tokio::time::sleep(hold.min(Duration::from_secs(2))).await;
+            cluster.instances[instance].restart().await;
+        }
+        Fault::PauseInstance => {
+            cluster.instances[instance].pause();
+            let past_session = Duration::from_millis(SESSION_TIMEOUT_MS + 1500);
+            tokio::time::sleep(hold.max(past_session)).await;
+            cluster.instances[instance].resume();
+        }
+        Fault::LostCreate | Fault::LostSetData | Fault::LostMulti | Fault::LostDelete => {
+            let ops: &[i32] = match fault {
+                Fault::LostCreate => &[op::CREATE, op::CREATE2],
+                Fault::LostSetData => &[op::SET_DATA],
+                Fault::LostMulti => &[op::MULTI],
+                _ => &[op::DELETE],
+            };
+            let deadline = Instant::now() + hold;
+            while Instant::now() < deadline {
+                cluster.set_proxies(instance, lost(ops));
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+            }
+            cluster.set_proxies(instance, Mode::Pass);
+        }
+    }
+    let healed_ms = now_ms();
+    let recovered_ms = recovery(cluster, Duration::from_secs(30)).await;
+    Injection {
+        fault,
+        target: match fault {
+            Fault::KillLeader | Fault::PauseLeader | Fault::QuorumLoss => 0,
+            _ => instance,
+        },
+        start_ms,
+        healed_ms,
+        recovered_ms: recovered_ms.map(|at| at - healed_ms),
+    }
+}
+
+/// Waits until every instance grants and releases a probe lock; the time it happened.
+async fn recovery(cluster: &Cluster, within: Duration) -> Option<i64> {
+    let deadline = Instant::now() + within;
+    cluster.ensemble.wait_serving(within).await;
+    let http = super::http_client();
+    'again: while Instant::now() < deadline {
+        for (i, url) in cluster.urls().iter().enumerate() {
+            let name = format!("probe/i{i}");
+            let body = serde_json::json!({"owner": "probe", "lease_ms": 2000, "waiting_ms": 3000});
+            let answer = http
+                .post(format!(
+                    "{url}/v1/locks/{}/acquire",
+                    name.replace('/', "%2F")
+                ))
+                .json(&body)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await;
+            let granted = match answer {
+                Ok(response) if response.status().is_success() => {
+                    response.json::<serde_json::Value>().await.ok()
+                }
+                _ => None,
+            };
+            let Some(granted) = granted else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue 'again;
+            };
+            let release = serde_json::json!({"lease_id": granted["lease_id"]});
+            let _ = http
+                .post(format!(
+                    "{url}/v1/locks/{}/release",
+                    name.replace('/', "%2F")
+                ))
+                .json(&release)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await;
+        }
+        return Some(now_ms());
+    }
+    None
+}
+
+/// What a chaos run found.
+pub struct ChaosOutcome {
+    pub logs: std::path::PathBuf,
+    pub report: Report,
+    pub injections: Vec<Injection>,
+    pub liveness_failures: Vec<String>,
+    pub garbage: Vec<String>,
+    pub history: History,
+}
+
+impl ChaosOutcome {
+    pub fn is_clean(&self) -> bool {
+        self.report.is_clean() && self.liveness_failures.is_empty() && self.garbage.is_empty()
+    }
+
+    /// Seconds of 503 (or no answer) per fault: the span from the fault's start to the
+    /// last failed call before it recovered, summed per fault kind.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.report);
+        let mut per: BTreeMap<Fault, (usize, f64, f64, f64)> = BTreeMap::new();
+        for injection in &self.injections {
+            let end = injection.healed_ms + injection.recovered_ms.unwrap_or(30_000);
+            let unavailable = self
+                .history
+                .ops
+                .iter()
+                .filter(|op| op.invoke_ms >= injection.start_ms && op.invoke_ms <= end)
+                .filter(|op| op.outcome.status == Some(503) || op.outcome.is_unknown())
+                .map(|op| op.complete_ms)
+                .max()
+                .map_or(0.0, |last| {
+                    (last - injection.start_ms).max(0) as f64 / 1000.0
+                });
+            let entry = per.entry(injection.fault).or_default();
+            entry.0 += 1;
+            entry.1 += unavailable;
+            let recovery = injection
+                .recovered_ms
+                .map_or(f64::NAN, |ms| ms as f64 / 1000.0);
+            entry.2 = entry.2.max(recovery);
+            entry.3 += (injection.healed_ms - injection.start_ms) as f64 / 1000.0;
+        }
+        let _ = writeln!(
+            out,
+            "{:<18} {:>6} {:>10} {:>16} {:>18}",
+            "fault", "count", "held s", "503/no-answer s", "max recovery s"
+        );
+        for (fault, (count, unavailable, recovery, held)) in per {
+            let _ = writeln!(
+                out,
+                "{:<18} {count:>6} {held:>10.1} {unavailable:>16.1} {recovery:>18.1}",
+                format!("{fault:?}")
+            );
+        }
+        let _ = writeln!(out, "liveness failures: {:?}", self.liveness_failures);
+        let _ = writeln!(out, "garbage left: {:?}", self.garbage);
+        let _ = writeln!(out, "instance logs: {}", self.logs.display());
+        out
+    }
+}
+
+/// Runs the workload for `duration` while the nemesis injects `faults` (chosen by `seed`,
+/// one at a time with calm gaps), then checks the history, liveness and garbage.
+pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize) -> ChaosOutcome {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // Instance 1's clock runs ahead for an even seed, behind for an odd one.
+    let skew = if seed % 2 == 0 { SKEW_MS } else { -SKEW_MS };
+    let mut cluster = Cluster::start(3, skew).await;
+    let mut config = WorkloadConfig::new(cluster.urls());
+    config.clients = clients;
+    config.seed = seed;
+    config.duration = duration;
+    config.prefix = "chaos".into();
+    config.http_timeout = Duration::from_secs(4);
+    let locks = config.lock_names();
+    let workload = tokio::spawn(Workload::run(config));
+    let started = Instant::now();
+    let mut injections = Vec::new();
+    // Calm first, so the history has a baseline; stop injecting well before the end.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while !faults.is_empty() && started.elapsed() + Duration::from_secs(12) < duration {
+        let fault = faults[rng.usize(..faults.len())];
+        let target = rng.usize(..cluster.instances.len());
+        let hold = Duration::from_millis(rng.u64(2000..6000));
+        injections.push(inject(&mut cluster, fault, target, hold).await);
+        tokio::time::sleep(Duration::from_millis(rng.u64(500..2500))).await;
+    }
+    let history = workload.await.expect("the workload task");
+    let liveness_failures = liveness_probe(&cluster.urls(), &locks, Duration::from_secs(30)).await;
+    let report = check(
+        &history,
+        &CheckConfig {
+            tolerance_ms: 50,
+            renew_margin_ms: 200,
+            ..CheckConfig::with_offsets(cluster.offsets.clone())
+        },
+    );
+    // Two collector delays after the last release, and a margin; poll until clean.
+    let deadline = Instant::now() + Duration::from_millis(2 * GC_DELAY_MS + 15_000);
+    let mut garbage = cluster.garbage().await;
+    while !garbage.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        garbage = cluster.garbage().await;
+    }
+    ChaosOutcome {
+        logs: cluster.logs.clone(),
+        report,
+        injections,
+        liveness_failures,
+        garbage,
+        history,
+    }
+}

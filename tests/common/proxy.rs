@@ -1,0 +1,384 @@
+//! A fault-injecting TCP proxy on loopback: it owns one listening port in front of one
+//! target and every connection through it, and applies a `Mode` (pass, delay, black hole,
+//! cut after a ZooKeeper request, refuse) that can be changed at any time and takes effect
+//! on existing and new connections alike. `CutAfter` finds the request to cut after with
+//! `framing::Framer`.
+//!
+//! Proxies run on a small tokio runtime of their own, so they keep working whatever the
+//! test's runtime is doing and can be started from sync or async code.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+
+use super::framing::{Framer, Message};
+
+/// How long a cut connection stays open after the request was forwarded, so the server
+/// has read it before it sees the connection close.
+pub const CUT_GRACE: Duration = Duration::from_millis(100);
+
+/// What the proxy does with traffic.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// Forward everything at once.
+    Pass,
+    /// Forward every chunk, in both directions, this long after it was read (order kept).
+    Delay(Duration),
+    /// Forward client→server at once and server→client this long after it was read.
+    DelayReplies(Duration),
+    /// Read and discard everything in both directions; keep the sockets open. New
+    /// connections are not connected to the target at all.
+    BlackHole,
+    /// Pass, until a client request whose type is in `ops` is seen: it is forwarded, nothing
+    /// more goes back to the client, the connection is closed `CUT_GRACE` later, and new
+    /// connections are refused (accepted and closed) until `refuse_for` after that; then
+    /// the mode is `Pass`. Fires once per arming.
+    CutAfter { ops: Vec<i32>, refuse_for: Duration },
+    /// Accept new connections and close them at once; existing ones are closed.
+    Refuse,
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("fault-proxy")
+            .enable_all()
+            .build()
+            .expect("the proxies' runtime")
+    })
+}
+
+struct State {
+    mode: Mode,
+    refuse_until: Option<Instant>,
+}
+
+struct Shared {
+    target: SocketAddr,
+    state: Mutex<State>,
+    fired: AtomicUsize,
+    accepted: AtomicUsize,
+    next_id: AtomicU64,
+    connections: Mutex<HashMap<u64, AbortHandle>>,
+}
+
+impl Shared {
+    fn mode(&self) -> Mode {
+        self.state.lock().unwrap().mode.clone()
+    }
+
+    fn refusing(&self) -> bool {
+        let state = self.state.lock().unwrap();
+        state.mode == Mode::Refuse || state.refuse_until.is_some_and(|t| Instant::now() < t)
+    }
+
+    fn black_hole(&self) -> bool {
+        self.mode() == Mode::BlackHole
+    }
+
+    /// Disarms a `CutAfter` whose ops include `op`; true if this call did (one-shot).
+    fn fire(&self, op: i32) -> bool {
+        let mut state = self.state.lock().unwrap();
+        let Mode::CutAfter { ops, refuse_for } = &state.mode else {
+            return false;
+        };
+        if !ops.contains(&op) {
+            return false;
+        }
+        state.refuse_until = Some(Instant::now() + CUT_GRACE + *refuse_for);
+        state.mode = Mode::Pass;
+        self.fired.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
+/// A proxy listening on a free 127.0.0.1 port; dropping it closes everything.
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: AbortHandle,
+}
+
+impl Proxy {
+    /// Starts a proxy to `target`, in `Mode::Pass`.
+    pub fn start(target: SocketAddr) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a proxy port");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            target,
+            state: Mutex::new(State {
+                mode: Mode::Pass,
+                refuse_until: None,
+            }),
+            fired: AtomicUsize::new(0),
+            accepted: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+            connections: Mutex::new(HashMap::new()),
+        });
+        let accept = runtime()
+            .spawn(accept_loop(listener, shared.clone()))
+            .abort_handle();
+        Proxy {
+            addr,
+            shared,
+            accept,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `127.0.0.1:port`, as a ZooKeeper connect string.
+    pub fn connect_string(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn target(&self) -> SocketAddr {
+        self.shared.target
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.shared.mode()
+    }
+
+    /// Sets the mode (ending any refusal window a `CutAfter` left); `Refuse` also closes
+    /// the current connections.
+    pub fn set_mode(&self, mode: Mode) {
+        let refuse = mode == Mode::Refuse;
+        {
+            let mut state = self.shared.state.lock().unwrap();
+            state.mode = mode;
+            state.refuse_until = None;
+        }
+        if refuse {
+            self.drop_all();
+        }
+    }
+
+    /// How many times a `CutAfter` has fired.
+    pub fn fired(&self) -> usize {
+        self.shared.fired.load(Ordering::SeqCst)
+    }
+
+    /// How many connections were accepted (refused ones included).
+    pub fn accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// How many connections are open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.connections.lock().unwrap().len()
+    }
+
+    /// Closes every current connection (both sides).
+    pub fn drop_all(&self) {
+        let connections: Vec<AbortHandle> = {
+            let mut map = self.shared.connections.lock().unwrap();
+            map.drain().map(|(_, handle)| handle).collect()
+        };
+        for handle in connections {
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.drop_all();
+    }
+}
+
+async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
+    let listener = TcpListener::from_std(listener).expect("a tokio listener");
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        if shared.refusing() {
+            drop(client);
+            continue;
+        }
+        let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+        let mut connections = shared.connections.lock().unwrap();
+        let task_shared = shared.clone();
+        let task = tokio::spawn(async move {
+            if task_shared.black_hole() {
+                sink(client, &task_shared).await;
+            } else {
+                relay(client, &task_shared).await;
+            }
+            task_shared.connections.lock().unwrap().remove(&id);
+        });
+        connections.insert(id, task.abort_handle());
+    }
+}
+
+/// A connection born in `BlackHole`: reads and discards until the client leaves or the
+/// mode changes (then it is closed).
+async fn sink(mut client: TcpStream, shared: &Shared) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while shared.black_hole() {
+        match tokio::time::timeout(Duration::from_millis(100), client.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            _ => {}
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+struct Chunk {
+    at: Instant,
+    data: Vec<u8>,
+    written: Option<oneshot::Sender<()>>,
+}
+
+enum Ended {
+    Reader,
+    Writer(OwnedWriteHalf),
+    Cut,
+}
+
+async fn relay(client: TcpStream, shared: &Arc<Shared>) {
+    let Ok(server) = TcpStream::connect(shared.target).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let cut = Arc::new(AtomicBool::new(false));
+    let (up_tx, up_rx) = mpsc::unbounded_channel();
+    let (down_tx, down_rx) = mpsc::unbounded_channel();
+    let mut tasks = JoinSet::new();
+    let pump = |read, tx, direction| read_side(read, tx, direction, shared.clone(), cut.clone());
+    tasks.spawn(pump(client_read, up_tx, Direction::Up));
+    tasks.spawn(pump(server_read, down_tx, Direction::Down));
+    tasks.spawn(write_side(server_write, up_rx, shared.clone(), None));
+    tasks.spawn(write_side(client_write, down_rx, shared.clone(), Some(cut)));
+    // A writer ends when its reader saw the end and everything queued was written; the
+    // connection then closes, except in a black hole, where the client side stays open.
+    let mut held = Vec::new();
+    loop {
+        let tick = tokio::time::sleep(Duration::from_millis(100));
+        tokio::select! {
+            next = tasks.join_next() => match next {
+                None | Some(Ok(Ended::Cut)) | Some(Err(_)) => return,
+                Some(Ok(Ended::Reader)) => {}
+                Some(Ok(Ended::Writer(half))) => {
+                    held.push(half);
+                    if !shared.black_hole() {
+                        return;
+                    }
+                }
+            },
+            _ = tick => {
+                if !held.is_empty() && !shared.black_hole() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn read_side(
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    tx: mpsc::UnboundedSender<Chunk>,
+    direction: Direction,
+    shared: Arc<Shared>,
+    cut: Arc<AtomicBool>,
+) -> Ended {
+    let mut framer = Framer::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match read.read(&mut buf).await {
+            Ok(0) | Err(_) => return Ended::Reader,
+            Ok(n) => n,
+        };
+        let now = Instant::now();
+        let data = &buf[..n];
+        let messages = match direction {
+            Direction::Up => framer.push(data),
+            Direction::Down => Vec::new(),
+        };
+        let delay = match (shared.mode(), direction) {
+            (Mode::BlackHole | Mode::Refuse, _) => continue,
+            (_, Direction::Down) if cut.load(Ordering::SeqCst) => continue,
+            (Mode::Delay(d), _) | (Mode::DelayReplies(d), Direction::Down) => d,
+            (Mode::CutAfter { .. }, Direction::Up) => {
+                let hit = messages.iter().find_map(|(end, message)| match message {
+                    Message::Request { op, .. } if shared.fire(*op) => Some(*end),
+                    _ => None,
+                });
+                if let Some(end) = hit {
+                    cut.store(true, Ordering::SeqCst);
+                    let (written, was_written) = oneshot::channel();
+                    let data = data[..end].to_vec();
+                    let written = Some(written);
+                    let _ = tx.send(Chunk {
+                        at: now,
+                        data,
+                        written,
+                    });
+                    let _ = tokio::time::timeout(Duration::from_secs(2), was_written).await;
+                    tokio::time::sleep(CUT_GRACE).await;
+                    return Ended::Cut;
+                }
+                Duration::ZERO
+            }
+            _ => Duration::ZERO,
+        };
+        let chunk = Chunk {
+            at: now + delay,
+            data: data.to_vec(),
+            written: None,
+        };
+        if tx.send(chunk).is_err() {
+            return Ended::Reader;
+        }
+    }
+}
+
+async fn write_side(
+    mut write: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Chunk>,
+    shared: Arc<Shared>,
+    cut: Option<Arc<AtomicBool>>,
+) -> Ended {
+    while let Some(chunk) = rx.recv().await {
+        tokio::time::sleep_until(chunk.at).await;
+        let is_cut = cut.as_ref().is_some_and(|c| c.load(Ordering::SeqCst));
+        if is_cut || shared.black_hole() {
+            continue;
+        }
+        if write.write_all(&chunk.data).await.is_err() {
+            break;
+        }
+        if let Some(written) = chunk.written {
+            let _ = written.send(());
+        }
+    }
+    Ended::Writer(write)
+}
