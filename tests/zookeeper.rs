@@ -321,3 +321,26 @@ async fn racing_for_a_name_held_by_an_empty_container_has_one_winner() {
         winners[0]["lock"]["owner"]
     );
 }
+
+/// A queue container that never held a waiter (its waiter's create was lost after the
+/// container was made) is not reaped by ZooKeeper; the collector's sweep removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_removes_queue_containers_that_never_had_a_waiter() {
+    let root = unique_root();
+    let zk = zk_client(zk::shared()).await;
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.mkdir(&format!("{root}/state"), &persistent)
+        .await
+        .unwrap();
+    let container =
+        zookeeper_client::CreateMode::Container.with_acls(zookeeper_client::Acls::anyone_all());
+    let dir = format!("{root}/state/never~waited");
+    zk.create(&dir, b"", &container).await.unwrap();
+    let _svc = Service::start(zk_args(zk::shared(), &root)).await;
+    eventually(Duration::from_secs(10), "the empty container to go", || {
+        let (zk, dir) = (zk.clone(), dir.clone());
+        async move { zk.check_stat(&dir).await.unwrap().is_none() }
+    })
+    .await;
+}

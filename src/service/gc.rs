@@ -195,8 +195,9 @@ async fn sweep_now_and_then(pending: Weak<Shared>, store: Arc<dyn LockStore>, ti
     }
 }
 
-/// Free records (nobody holds, asks or waits) are scheduled, page by page. A page may walk
-/// many held records to find its free ones, so it gets more time than a request.
+/// Free records (nobody holds, asks or waits) are scheduled, page by page, and queue
+/// containers that never had a waiter are removed. A page may walk many held records to
+/// find its free ones, so it gets more time than a request.
 async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Result<(), ()> {
     let mut after = None;
     loop {
@@ -221,9 +222,14 @@ async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Resu
         }
         match (page.more, page.locks.last()) {
             (true, Some((last, _))) => after = Some(last.clone()),
-            _ => return Ok(()),
+            _ => break,
         }
     }
+    let deadline = Instant::now() + timing.store_timeout * 10;
+    store
+        .remove_empty_queues(deadline)
+        .await
+        .map_err(|error| debug!(%error, "the collector's sweep could not look at the queues"))
 }
 
 /// Runs one phase on a fresh read; returns the next item to queue, if any.

@@ -154,6 +154,10 @@ pub trait LockStore: Send + Sync + 'static {
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError>;
     /// Succeeds when the store answers a request within the deadline.
     async fn ready(&self, deadline: Instant) -> Result<(), StoreError>;
+    /// Removes queue containers that hold no waiter. ZooKeeper reaps an emptied container
+    /// by itself, but not one that never had a child: a join whose waiter create was lost
+    /// after its container was made leaves one.
+    async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError>;
 
     /// The lock's queue, in service order (priority descending, then arrival).
     async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;

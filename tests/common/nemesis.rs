@@ -152,6 +152,8 @@ pub fn instance_flags(connect: &str, root: &str) -> Vec<String> {
         ("--zk-session-timeout-ms", SESSION_TIMEOUT_MS.to_string()),
         ("--gc-delay-ms", GC_DELAY_MS.to_string()),
         ("--max-clock-skew-ms", MAX_SKEW_MS.to_string()),
+        // Sweep often, so the garbage check at the end sees what only a sweep removes.
+        ("--gc-sweep-interval-ms", "5000".to_string()),
     ]
     .into_iter()
     .flat_map(|(flag, value)| [flag.to_owned(), value])

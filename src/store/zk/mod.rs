@@ -285,6 +285,10 @@ impl LockStore for ZkStore {
         }
     }
 
+    async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError> {
+        self.remove_childless_queue_dirs(deadline).await
+    }
+
     async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
         self.read_queue(name, deadline).await
     }

@@ -111,6 +111,42 @@ impl ZkStore {
         Err(StoreError::Unavailable("could not join the queue".into()))
     }
 
+    /// Deletes every queue container without a child, each at the version it was seen at. A
+    /// caller joining at that moment finds its container gone and makes it again.
+    pub(super) async fn remove_childless_queue_dirs(
+        &self,
+        deadline: Instant,
+    ) -> Result<(), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let dirs = self
+            .read_node(deadline, client.list_children(&self.state_root))
+            .await?
+            .unwrap_or_default();
+        for dir in dirs {
+            let path = format!("{}/{dir}", self.state_root);
+            let stat = match Self::within(deadline, client.check_stat(&path)).await {
+                Ok(Ok(Some(stat))) => stat,
+                Ok(Ok(None)) => continue,
+                Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+                Err(e) => return Err(self.read_failed(Err(e))),
+            };
+            if stat.num_children > 0 || stat.data_length > 0 {
+                continue;
+            }
+            match Self::within(deadline, client.delete(&path, Some(stat.version))).await {
+                Ok(
+                    Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty | zk::Error::BadVersion),
+                ) => {}
+                Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+                Err(e) => return Err(self.write_failed(Err(e))),
+            }
+        }
+        Ok(())
+    }
+
     pub(super) async fn read_ticket(
         &self,
         name: &LockName,
