@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::ensemble::{Ensemble, EnsembleOptions, NODES};
+use super::framing::op;
 use super::history::check::{check, CheckConfig, Report};
 use super::history::workload::{liveness_probe, Workload, WorkloadConfig};
 use super::history::History;
@@ -29,15 +30,6 @@ pub const FOLLOWER_LAG_MS: u64 = 150;
 pub const MAX_SKEW_MS: u64 = 5500;
 /// How far the skewed instance's clock is moved (ahead for an even seed, behind for odd).
 pub const SKEW_MS: i64 = 5000;
-
-/// ZooKeeper op codes, as the proxy sees them.
-pub mod op {
-    pub const CREATE: i32 = 1;
-    pub const DELETE: i32 = 2;
-    pub const SET_DATA: i32 = 5;
-    pub const MULTI: i32 = 14;
-    pub const CREATE2: i32 = 15;
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fault {
