@@ -31,6 +31,17 @@ pub struct ServeArgs {
     /// ZooKeeper connection string (host:port,...). Without it, locks live in memory.
     #[arg(long, env = "LOCKWARDEN_ZK")]
     pub zk: Option<String>,
+    /// Authenticate to ZooKeeper as `digest:USER:PASSWORD` and create every znode readable
+    /// and writable by that identity alone. Without it, znodes are open to anyone who can
+    /// reach ZooKeeper (see the README).
+    #[arg(long, env = "LOCKWARDEN_ZK_AUTH", value_name = "digest:USER:PASSWORD")]
+    pub zk_auth: Option<crate::store::zk::access::DigestAuth>,
+    /// The secret under which lease and request ids are sealed (HMAC-SHA-256) before they
+    /// are stored, so that reading ZooKeeper does not let anyone act as a holder. Every
+    /// instance needs the same one; changing it ends every live lease. Without it, a
+    /// built-in key is used (see the README).
+    #[arg(long, env = "LOCKWARDEN_RECORD_SECRET", hide_env_values = true)]
+    pub record_secret: Option<String>,
     /// The znode under which lock records live.
     #[arg(
         long,
@@ -167,6 +178,7 @@ impl ServeArgs {
             .api_tokens
             .iter()
             .chain(&self.admin_token)
+            .chain(&self.record_secret)
             .any(|t| t.trim().is_empty())
         {
             return Err("tokens may not be empty".into());

@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod model;
 pub mod record;
+pub mod seal;
 pub mod server;
 pub mod service;
 pub mod store;

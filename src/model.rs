@@ -130,6 +130,11 @@ impl LeaseId {
             .map(LeaseId)
             .map_err(|_| "lease_id is not a UUID".to_string())
     }
+
+    /// A version-4 UUID made of the given bytes (a derived lease id, or a seal).
+    pub fn from_random_bytes(bytes: [u8; 16]) -> Self {
+        LeaseId(uuid::Builder::from_random_bytes(bytes).into_uuid())
+    }
 }
 
 impl fmt::Display for LeaseId {
@@ -149,6 +154,11 @@ impl RequestId {
             return Err("request_id must be 1 to 128 printable characters".into());
         }
         Ok(RequestId(raw.to_owned()))
+    }
+
+    /// A request id's seal (see `crate::seal`), which stands in for it past the API.
+    pub(crate) fn sealed(seal: String) -> Self {
+        RequestId(seal)
     }
 
     pub fn as_str(&self) -> &str {

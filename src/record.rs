@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::model::{FencingToken, LeaseId, UnixMillis, NO_OWNER};
+use crate::seal::Sealer;
 
 /// When a lease runs out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +42,8 @@ pub struct Holder {
     pub waiting_ms: Option<u64>,
     pub cleanup_ms: u64,
     pub forceful: bool,
-    /// `None` for a record written by Helix, which has no leases.
+    /// The seal of the holder's lease id (see `crate::seal`); `None` for a record written
+    /// by Helix, which has no leases.
     pub lease_id: Option<LeaseId>,
     pub lease_ms: Option<u64>,
     pub acquired_at: Option<UnixMillis>,
@@ -50,7 +52,8 @@ pub struct Holder {
     /// stores the token explicitly.
     pub fencing_token: Option<FencingToken>,
     pub notify_url: Option<String>,
-    /// The idempotency key and body digest of the acquire that created this grant.
+    /// The seal of the idempotency key, and the body digest, of the acquire that created
+    /// this grant.
     pub request_id: Option<String>,
     pub request_digest: Option<String>,
 }
@@ -159,7 +162,7 @@ impl LockRecord {
         }
         put(&mut f, "LW_QUEUED", self.queued.map(|p| p.to_string()));
         if let Some(h) = h {
-            put(&mut f, "LW_LEASE_ID", h.lease_id.map(|l| l.to_string()));
+            put(&mut f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
             put(
                 &mut f,
@@ -177,7 +180,7 @@ impl LockRecord {
                 h.forceful.then(|| "true".to_string()),
             );
             put(&mut f, "LW_NOTIFY_URL", h.notify_url.clone());
-            put(&mut f, "LW_REQUEST_ID", h.request_id.clone());
+            put(&mut f, "LW_REQUEST_SEAL", h.request_id.clone());
             put(&mut f, "LW_REQUEST_DIGEST", h.request_digest.clone());
         }
         // Serialised straight from the map: records are written on every lock cycle.
@@ -200,8 +203,20 @@ impl LockRecord {
 
     /// Reads a znode's data. Empty data (a released or intermediate node) is a free lock.
     /// Data that is not a ZNRecord also reads as free, as in Helix; the error says why, so
-    /// the caller can log it.
+    /// the caller can log it. A lease or request id that an earlier version stored in plain
+    /// text is read as it is: use [`LockRecord::decode_sealing`] to compare it with seals.
     pub fn decode(data: &[u8]) -> Result<LockRecord, String> {
+        Self::decode_with(data, None)
+    }
+
+    /// Reads a znode's data like [`LockRecord::decode`], sealing any lease or request id
+    /// that an earlier version stored in plain text (`LW_LEASE_ID`, `LW_REQUEST_ID`), so its
+    /// holder keeps the lease.
+    pub fn decode_sealing(data: &[u8], sealer: &Sealer) -> Result<LockRecord, String> {
+        Self::decode_with(data, Some(sealer))
+    }
+
+    fn decode_with(data: &[u8], sealer: Option<&Sealer>) -> Result<LockRecord, String> {
         if data.is_empty() {
             return Ok(LockRecord::default());
         }
@@ -228,12 +243,23 @@ impl LockRecord {
                 waiting_ms: duration("WAITING_TIMEOUT"),
                 cleanup_ms: duration("CLEANUP_TIMEOUT").unwrap_or(0),
                 forceful: text("LW_FORCEFUL") == Some("true"),
-                lease_id: text("LW_LEASE_ID").and_then(|s| LeaseId::parse(s).ok()),
+                lease_id: match text("LW_LEASE_SEAL") {
+                    Some(seal) => LeaseId::parse(seal).ok(),
+                    None => text("LW_LEASE_ID")
+                        .and_then(|s| LeaseId::parse(s).ok())
+                        .map(|plain| sealer.map_or(plain, |s| s.lease(&plain))),
+                },
                 lease_ms: duration("LW_LEASE_MS"),
                 acquired_at: long("LW_ACQUIRED_AT").map(UnixMillis),
                 fencing_token: duration("LW_FENCING_TOKEN").map(FencingToken),
                 notify_url: text("LW_NOTIFY_URL").map(str::to_owned),
-                request_id: text("LW_REQUEST_ID").map(str::to_owned),
+                request_id: match text("LW_REQUEST_SEAL") {
+                    Some(seal) => Some(seal.to_owned()),
+                    None => text("LW_REQUEST_ID").map(|plain| match sealer {
+                        Some(s) => s.request_text(plain).as_str().to_owned(),
+                        None => plain.to_owned(),
+                    }),
+                },
                 request_digest: text("LW_REQUEST_DIGEST").map(str::to_owned),
             }),
         };
@@ -338,6 +364,27 @@ mod tests {
         assert_eq!(holder.cleanup_ms, 0);
         assert_eq!(holder.lease_id, None);
         assert!(record.requestor.is_none());
+    }
+
+    #[test]
+    fn plain_ids_of_the_previous_version_are_sealed_as_read_and_never_written_back() {
+        let sealer = Sealer::new(Some("k"));
+        let lease = LeaseId::random();
+        let raw = format!(
+            r#"{{"simpleFields":{{"OWNER":"u1","TIMEOUT":"1","LW_LEASE_ID":"{lease}","LW_REQUEST_ID":"r-9"}}}}"#
+        );
+        let record = LockRecord::decode_sealing(raw.as_bytes(), &sealer).unwrap();
+        let holder = record.holder.as_ref().unwrap();
+        assert_eq!(holder.lease_id, Some(sealer.lease(&lease)));
+        let sealed_request = sealer.request_text("r-9");
+        assert_eq!(holder.request_id.as_deref(), Some(sealed_request.as_str()));
+        let written = String::from_utf8(record.encode()).unwrap();
+        assert!(!written.contains(&lease.to_string()) && !written.contains("\"r-9\""));
+        assert!(!written.contains("LW_LEASE_ID") && !written.contains("LW_REQUEST_ID"));
+        // Seals are read as they are, with or without a sealer.
+        let again = LockRecord::decode_sealing(written.as_bytes(), &sealer).unwrap();
+        assert_eq!(again, record);
+        assert_eq!(LockRecord::decode(written.as_bytes()).unwrap(), record);
     }
 
     #[test]

@@ -11,21 +11,26 @@ use tracing::info;
 
 use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::config::ServeArgs;
+use crate::seal::Sealer;
 use crate::service::events::{EventSink, Metrics, NoEvents};
 use crate::service::{LockService, Timing};
-use crate::store::{memory::MemoryStore, zk::ZkStore, LockStore};
+use crate::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
+use crate::store::{memory::MemoryStore, LockStore};
 use crate::webhook::{sign::Secret, Webhooks};
 
 /// Builds the application. Must run inside a tokio runtime (the ZooKeeper session starts).
 pub fn app(args: &ServeArgs) -> Result<Router, String> {
     args.check()?;
+    let sealer = Sealer::new(args.record_secret.as_deref());
     let store: Arc<dyn LockStore> = match &args.zk {
-        Some(connect) => Arc::new(ZkStore::new(
-            connect.clone(),
-            &args.lock_root,
-            &args.state_root,
-            Duration::from_millis(args.zk_session_timeout_ms),
-        )),
+        Some(connect) => Arc::new(ZkStore::new(ZkConfig {
+            connect: connect.clone(),
+            lock_root: args.lock_root.clone(),
+            state_root: args.state_root.clone(),
+            session_timeout: Duration::from_millis(args.zk_session_timeout_ms),
+            access: ZkAccess::from_flag(args.zk_auth.clone()),
+            sealer: sealer.clone(),
+        })),
         None => Arc::new(MemoryStore::new()),
     };
     let metrics = Arc::new(Metrics::default());
@@ -55,6 +60,7 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
             enabled: args.webhook_secret.is_some(),
             allow_private: args.webhook_allow_private,
         },
+        sealer,
     }))
 }
 

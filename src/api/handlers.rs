@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, LockPath, QueryParams};
 use super::AppState;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
+use crate::service::{Refusal, ServiceError};
 use crate::store::ListQuery;
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -36,8 +37,11 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-fn lease(raw: &str) -> Result<LeaseId, ApiError> {
-    LeaseId::parse(raw).map_err(ApiError::invalid)
+/// The seal of the lease a caller presents: past this layer, leases are known by their
+/// seals only (see `crate::seal`).
+fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
+    let plain = LeaseId::parse(raw).map_err(ApiError::invalid)?;
+    Ok(app.sealer.lease(&plain))
 }
 
 pub async fn acquire(
@@ -46,7 +50,7 @@ pub async fn acquire(
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Reply<Acquired> {
-    let request = body.validate(app.limits)?;
+    let mut request = body.validate(app.limits)?;
     if request.priority == Priority::OVERRIDE {
         require_admin(role, "priority 2147483647 (the SRE override)")?;
     }
@@ -60,14 +64,39 @@ pub async fn acquire(
             .await
             .map_err(ApiError::invalid)?;
     }
+    // A grant made for a request_id gets a lease id derived from it, so that a retry (on
+    // any instance) answers with the same one; see `crate::seal`.
+    let fresh_lease = match &request.request_id {
+        Some(id) => {
+            app.sealer
+                .lease_for_request(&name, &request.owner, id, &request.request_digest)
+        }
+        None => LeaseId::random(),
+    };
+    let presented = request.lease_id;
+    request.lease_id = presented.map(|plain| app.sealer.lease(&plain));
+    request.request_id = request.request_id.map(|id| app.sealer.request(&id));
     let granted = app
         .service
-        .acquire(name, request)
+        .acquire(name, request, app.sealer.lease(&fresh_lease))
         .await
         .map_err(|e| ApiError::from(e).on_acquire())?;
+    let Some(lease_id) = [Some(fresh_lease), presented]
+        .into_iter()
+        .flatten()
+        .find(|plain| app.sealer.lease(plain) == granted.lease_id)
+    else {
+        // A retry of an acquire granted by a version that stored lease ids in plain text:
+        // its lease id cannot be derived again.
+        return Err(ApiError::from(ServiceError::Refused {
+            refusal: Refusal::LeaseEnded,
+            lock: Box::new(granted.lock),
+        })
+        .on_acquire());
+    };
     Ok(Json(Acquired {
         acquired: true,
-        lease_id: granted.lease_id.to_string(),
+        lease_id: lease_id.to_string(),
         fencing_token: granted.fencing_token.0,
         lock: LockInfo::of(&granted.lock, None),
     }))
@@ -79,7 +108,7 @@ pub async fn renew(
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Reply<Renewed> {
-    let lease_id = lease(&body.lease_id)?;
+    let lease_id = sealed_lease(&app, &body.lease_id)?;
     let max = i64::try_from(app.limits.max_lease_ms).unwrap_or(i64::MAX);
     let lease_ms = match body.lease_ms {
         Some(ms) if !(1..=max).contains(&ms) => {
@@ -101,7 +130,7 @@ pub async fn release(
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Reply<Released> {
-    let lease_id = lease(&body.lease_id)?;
+    let lease_id = sealed_lease(&app, &body.lease_id)?;
     let lock = app.service.release(&name, &lease_id).await?;
     Ok(Json(Released {
         released: true,

@@ -21,6 +21,8 @@ pub struct AppState {
     pub auth: auth::Auth,
     pub limits: dto::Limits,
     pub webhooks: WebhookPolicy,
+    /// Seals lease and request ids before they go further (see `crate::seal`).
+    pub sealer: crate::seal::Sealer,
 }
 
 /// What the acquire handler checks a `notify_url` against.

@@ -25,10 +25,12 @@ use crate::store::Stored;
 impl LockService {
     /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
     /// disconnected), the grant is released again, so no lock is left held by nobody.
+    /// `new_lease` is the lease (its seal, see `crate::seal`) a fresh grant gets.
     pub async fn acquire(
         self: &Arc<Self>,
         name: LockName,
         request: AcquireRequest,
+        new_lease: LeaseId,
     ) -> AcquireOutcome {
         let received = Instant::now();
         if request.priority == Priority::OVERRIDE {
@@ -40,7 +42,6 @@ impl LockService {
                 "requested",
             );
         }
-        let new_lease = LeaseId::random();
         // Whether this call has already been found to wait; then the task below goes straight
         // to the queue (it decides again there, after joining, on a fresh read).
         let mut must_wait = None;
@@ -97,7 +98,7 @@ impl LockService {
                 Immediate::Done(outcome) => outcome,
                 Immediate::MustWait(read) => {
                     service
-                        .wait_in_queue(&name, &request, received, read, cancelled)
+                        .wait_in_queue(&name, &request, new_lease, received, read, cancelled)
                         .await
                 }
             };

@@ -66,6 +66,7 @@ impl LockService {
         &self,
         name: &LockName,
         request: &AcquireRequest,
+        new_lease: crate::model::LeaseId,
         received: Instant,
         read: Option<Stored>,
         mut cancelled: Cancelled,
@@ -75,11 +76,7 @@ impl LockService {
         // Counted from now, so that no acquire here takes the lock past this call on what the
         // record may not say yet.
         let _joining = self.local.joining(name);
-        let ticket = request.ticket(
-            waiter_key(name, request),
-            crate::model::LeaseId::random(),
-            received_at,
-        );
+        let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
         self.mark_queued(name, ticket.priority, read).await?;
         let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
             Ok(me) => me,

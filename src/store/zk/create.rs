@@ -37,7 +37,7 @@ impl ZkStore {
             } else {
                 zk::CreateMode::Container
             };
-            let options = mode.with_acls(zk::Acls::anyone_all());
+            let options = mode.with_acls(self.access.acls());
             match Self::within(deadline, client.create(&path, b"", &options)).await {
                 Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {}
                 Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
@@ -65,7 +65,7 @@ impl ZkStore {
         let data = record.encode();
         let staged = writer
             .add_delete(&path, Some(version.number))
-            .and_then(|_| stage_create(&mut writer, &path, &data));
+            .and_then(|_| stage_create(&mut writer, &path, &data, self.access.acls()));
         if let Err(e) = staged {
             return Err(StoreError::Unavailable(e.to_string()));
         }
@@ -95,8 +95,9 @@ pub(crate) fn stage_create(
     writer: &mut zk::MultiWriter<'_>,
     path: &str,
     data: &[u8],
+    acls: zk::Acls<'_>,
 ) -> Result<(), zk::Error> {
-    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let options = zk::CreateMode::Persistent.with_acls(acls);
     writer.add_create(path, b"", &options)?;
     stage_set(writer, path, data, 0)
 }

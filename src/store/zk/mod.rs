@@ -20,6 +20,7 @@ use crate::record::LockRecord;
 use crate::store::Wake;
 use crate::waiter::{Ticket, Waiter};
 
+pub mod access;
 mod create;
 mod list;
 mod queue;
@@ -30,10 +31,26 @@ pub(super) use create::{stage_create, stage_set, written};
 
 pub use session::ZkSession;
 
+use crate::seal::Sealer;
+use access::ZkAccess;
+
 pub struct ZkStore {
     session: ZkSession,
     lock_root: String,
     state_root: String,
+    access: ZkAccess,
+    /// Turns the bearer secrets of records written by earlier versions into their seals.
+    sealer: Sealer,
+}
+
+/// How to reach ZooKeeper and what to do there.
+pub struct ZkConfig {
+    pub connect: String,
+    pub lock_root: String,
+    pub state_root: String,
+    pub session_timeout: Duration,
+    pub access: ZkAccess,
+    pub sealer: Sealer,
 }
 
 /// A call that got no answer from ZooKeeper.
@@ -45,16 +62,17 @@ pub(super) enum NoAnswer {
 }
 
 impl ZkStore {
-    pub fn new(
-        connect: String,
-        lock_root: &str,
-        state_root: &str,
-        session_timeout: Duration,
-    ) -> Self {
+    pub fn new(config: ZkConfig) -> Self {
         ZkStore {
-            session: ZkSession::start(connect, session_timeout),
-            lock_root: lock_root.trim_end_matches('/').to_owned(),
-            state_root: state_root.trim_end_matches('/').to_owned(),
+            session: ZkSession::start(
+                config.connect,
+                config.session_timeout,
+                config.access.clone(),
+            ),
+            lock_root: config.lock_root.trim_end_matches('/').to_owned(),
+            state_root: config.state_root.trim_end_matches('/').to_owned(),
+            access: config.access,
+            sealer: config.sealer,
         }
     }
 
@@ -133,8 +151,8 @@ impl ZkStore {
     }
 }
 
-fn stored(name: &LockName, data: &[u8], stat: &zk::Stat, session: i64) -> Stored {
-    let mut record = LockRecord::decode(data).unwrap_or_else(|error| {
+fn stored(sealer: &Sealer, name: &LockName, data: &[u8], stat: &zk::Stat, session: i64) -> Stored {
+    let mut record = LockRecord::decode_sealing(data, sealer).unwrap_or_else(|error| {
         warn!(lock = %name, %error, "lock znode does not hold a ZNRecord; reading it as free");
         LockRecord::default()
     });
@@ -162,7 +180,7 @@ impl LockStore for ZkStore {
             .read_node(deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
-        Ok(found.map(|(data, stat)| stored(name, &data, &stat, session)))
+        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
     }
 
     async fn create(
@@ -181,7 +199,7 @@ impl LockStore for ZkStore {
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
             let mut writer = client.new_multi_writer();
-            stage_create(&mut writer, &path, &data)
+            stage_create(&mut writer, &path, &data, self.access.acls())
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
                 Ok(Ok(results)) => return written(&results, client.session_id().0),
@@ -242,7 +260,7 @@ impl LockStore for ZkStore {
             .read_node(deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
-        Ok(found.map(|(data, stat)| stored(name, &data, &stat, session)))
+        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
     }
 
     async fn delete(

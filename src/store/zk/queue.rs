@@ -50,13 +50,13 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let persistent = zk::CreateMode::Persistent.with_acls(self.access.acls());
         match Self::within(deadline, client.mkdir(&self.state_root, &persistent)).await {
             Ok(Ok(())) | Ok(Err(zk::Error::NodeExists)) => {}
             Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
             Err(e) => return Err(self.write_failed(Err(e))),
         }
-        let container = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+        let container = zk::CreateMode::Container.with_acls(self.access.acls());
         match Self::within(deadline, client.create(dir, b"", &container)).await {
             Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => Ok(()),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
@@ -73,7 +73,7 @@ impl ZkStore {
         let dir = self.queue_dir(name);
         let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
         let data = ticket.encode();
-        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let options = zk::CreateMode::EphemeralSequential.with_acls(self.access.acls());
         let mine = |queue: Vec<Waiter>| queue.into_iter().find(|w| w.key == ticket.key);
         if ticket.request_id.is_some() {
             // A retried call finds the node its first attempt created.
@@ -213,10 +213,10 @@ impl ZkStore {
             let mut writer = client.new_multi_writer();
             let staged = match version {
                 Some(v) if !v.empty => super::stage_set(&mut writer, &path, &data, v.number),
-                Some(v) => writer
-                    .add_delete(&path, Some(v.number))
-                    .and_then(|_| super::stage_create(&mut writer, &path, &data)),
-                None => super::stage_create(&mut writer, &path, &data),
+                Some(v) => writer.add_delete(&path, Some(v.number)).and_then(|_| {
+                    super::stage_create(&mut writer, &path, &data, self.access.acls())
+                }),
+                None => super::stage_create(&mut writer, &path, &data, self.access.acls()),
             };
             staged
                 .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))

@@ -12,6 +12,8 @@ use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 use zookeeper_client as zk;
 
+use super::access::ZkAccess;
+
 pub struct ZkSession {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
@@ -21,6 +23,7 @@ struct Shared {
     current: watch::Sender<Option<zk::Client>>,
     connect: String,
     session_timeout: Duration,
+    access: ZkAccess,
     suspect: Notify,
 }
 
@@ -33,11 +36,12 @@ impl Shared {
 impl ZkSession {
     /// Starts the supervisor. The first connection is made in the background, so the service
     /// can start (and answer 503) while ZooKeeper is down.
-    pub fn start(connect: String, session_timeout: Duration) -> Self {
+    pub fn start(connect: String, session_timeout: Duration, access: ZkAccess) -> Self {
         let shared = Arc::new(Shared {
             current: watch::Sender::new(None),
             connect,
             session_timeout,
+            access,
             suspect: Notify::new(),
         });
         let (stop, stopped) = watch::channel(false);
@@ -76,9 +80,12 @@ impl Drop for ZkSession {
 async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let mut backoff = Duration::from_millis(50);
     while !*stopped.borrow() {
-        let attempt = zk::Client::connector()
+        let connector = zk::Client::connector()
             .with_session_timeout(shared.session_timeout)
-            .with_fail_eagerly()
+            .with_fail_eagerly();
+        let attempt = shared
+            .access
+            .authenticate(connector)
             .connect(&shared.connect);
         let client = tokio::select! {
             _ = stopped.changed() => return,
