@@ -102,6 +102,26 @@ pub struct ServeArgs {
     /// hosts' clocks synchronised (NTP) well within it.
     #[arg(long, env = "LOCKWARDEN_MAX_CLOCK_SKEW_MS", default_value_t = 1_000)]
     pub max_clock_skew_ms: u64,
+    /// The most callers that may wait in one lock's queue (an SRE override always may).
+    /// Beyond it, an acquire that would wait gets `429 too_many_waiters`. At most 10000, so
+    /// that listing a queue stays far below ZooKeeper's 1 MB packet limit.
+    #[arg(long, env = "LOCKWARDEN_MAX_WAITERS_PER_LOCK", default_value_t = 1_000)]
+    pub max_waiters_per_lock: usize,
+    /// The most acquire calls that may wait in queues on this instance at once; beyond it,
+    /// `429 too_many_waiters`.
+    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_CALLS", default_value_t = 2_000)]
+    pub max_waiting_calls: usize,
+    /// The most HTTP connections served at once; further clients wait in the listen backlog.
+    #[arg(long, env = "LOCKWARDEN_MAX_CONNECTIONS", default_value_t = 4_096)]
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, and its body, before the
+    /// connection is closed (headers) or answered `408 request_timeout` (body).
+    #[arg(
+        long,
+        env = "LOCKWARDEN_REQUEST_READ_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub request_read_timeout_ms: u64,
     /// The ZooKeeper session timeout.
     #[arg(
         long,
@@ -127,6 +147,11 @@ impl ServeArgs {
         }
     }
 }
+
+/// The cap on `--max-waiters-per-lock`. A queue node's name is about 55 bytes, so a listing
+/// of this many (plus callers about to leave) stays far below ZooKeeper's 1 MB
+/// `jute.maxbuffer`, past which every read of the queue would fail.
+pub const MAX_WAITERS_PER_LOCK: usize = 10_000;
 
 fn valid_znode_path(flag: &str, path: &str) -> Result<(), String> {
     let parts: Vec<&str> = path.split('/').collect();
@@ -158,6 +183,17 @@ impl ServeArgs {
         }
         if self.store_timeout_ms == 0 {
             return Err("--store-timeout-ms must be at least 1".into());
+        }
+        if !(1..=MAX_WAITERS_PER_LOCK).contains(&self.max_waiters_per_lock) {
+            return Err(format!(
+                "--max-waiters-per-lock must be between 1 and {MAX_WAITERS_PER_LOCK}"
+            ));
+        }
+        if self.max_waiting_calls == 0 || self.max_connections == 0 {
+            return Err("--max-waiting-calls and --max-connections must be at least 1".into());
+        }
+        if self.request_read_timeout_ms == 0 {
+            return Err("--request-read-timeout-ms must be at least 1".into());
         }
         if self.gc_sweep_interval_ms == 0 {
             return Err("--gc-sweep-interval-ms must be at least 1".into());

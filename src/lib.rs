@@ -9,6 +9,7 @@ pub mod api;
 pub mod bench;
 pub mod config;
 pub mod engine;
+pub mod http_server;
 pub mod model;
 pub mod record;
 pub mod seal;

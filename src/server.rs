@@ -4,13 +4,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
 use tracing::info;
 
 use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::config::ServeArgs;
+use crate::http_server::{self, ConnectionLimits};
 use crate::seal::Sealer;
 use crate::service::events::{EventSink, Metrics, NoEvents};
 use crate::service::{LockService, Timing};
@@ -47,6 +47,8 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         gc_delay: Duration::from_millis(args.gc_delay_ms),
         gc_sweep_every: Duration::from_millis(args.gc_sweep_interval_ms),
         max_clock_skew_ms: args.max_clock_skew_ms,
+        max_waiters_per_lock: args.max_waiters_per_lock,
+        max_waiting_calls: args.max_waiting_calls,
     };
     let service = Arc::new(LockService::new(store, timing, events, metrics));
     Ok(api::router(AppState {
@@ -74,14 +76,12 @@ pub async fn serve_on(
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
     info!(%addr, %store, "lockwarden listening");
-    // Small request/response exchanges: do not let Nagle's algorithm hold them back.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    let limits = ConnectionLimits {
+        max_connections: args.max_connections,
+        read_timeout: Duration::from_millis(args.request_read_timeout_ms),
+    };
+    http_server::run(listener, app, limits, shutdown).await;
+    Ok(())
 }
 
 pub async fn serve(

@@ -31,11 +31,13 @@ pub enum ErrorCode {
     Superseded,
     WaitTimeout,
     LeaseEnded,
+    TooManyWaiters,
+    RequestTimeout,
     StoreUnavailable,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidLockName,
         ErrorCode::Unauthorized,
@@ -51,6 +53,8 @@ impl ErrorCode {
         ErrorCode::Superseded,
         ErrorCode::WaitTimeout,
         ErrorCode::LeaseEnded,
+        ErrorCode::TooManyWaiters,
+        ErrorCode::RequestTimeout,
         ErrorCode::StoreUnavailable,
     ];
 
@@ -71,6 +75,8 @@ impl ErrorCode {
             ErrorCode::Superseded => "superseded",
             ErrorCode::WaitTimeout => "wait_timeout",
             ErrorCode::LeaseEnded => "lease_ended",
+            ErrorCode::TooManyWaiters => "too_many_waiters",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::StoreUnavailable => "store_unavailable",
         }
     }
@@ -91,6 +97,8 @@ impl ErrorCode {
             | ErrorCode::Superseded
             | ErrorCode::WaitTimeout
             | ErrorCode::LeaseEnded => StatusCode::CONFLICT,
+            ErrorCode::TooManyWaiters => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -152,6 +160,10 @@ impl From<ServiceError> for ApiError {
                         ErrorCode::LeaseEnded,
                         format!("the lease this request_id was granted on '{name}' has ended (it ran out, or was released or taken over); acquire again with a new request_id"),
                     ),
+                    Refusal::TooManyWaiters => (
+                        ErrorCode::TooManyWaiters,
+                        format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
+                    ),
                 };
                 ApiError {
                     lock: Some(Box::new(info)),
@@ -161,6 +173,10 @@ impl From<ServiceError> for ApiError {
             ServiceError::RequestIdReused => {
                 ApiError::invalid("request_id was already used with a different request body")
             }
+            ServiceError::TooManyWaiting => ApiError::new(
+                ErrorCode::TooManyWaiters,
+                "this instance has as many waiting calls as it takes (--max-waiting-calls); retry later",
+            ),
             ServiceError::StoreUnavailable(cause) => {
                 warn!(%cause, "answering 503: the lock store is unavailable");
                 ApiError::new(
@@ -182,7 +198,10 @@ impl IntoResponse for ApiError {
             body["acquired"] = Value::Bool(false);
         }
         let mut response = (self.code.status(), Json(body)).into_response();
-        if self.code == ErrorCode::StoreUnavailable {
+        if matches!(
+            self.code,
+            ErrorCode::StoreUnavailable | ErrorCode::TooManyWaiters
+        ) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -8,10 +8,14 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, ErrorCode};
+use crate::http_server::BodyReadTimeout;
 use crate::model::LockName;
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The body read limit where the server sets none (a router served by other means).
+const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The `{name}` path segment, percent-decoded and validated.
 pub struct LockPath(pub LockName);
@@ -105,7 +109,23 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
             return Err(too_large());
         }
-        let bytes = read_body(request.into_body()).await?;
+        // Bounded in time as a whole, so a client that trickles its body cannot hold the
+        // connection (the server sets the limit; see `http_server`).
+        let timeout = request
+            .extensions()
+            .get::<BodyReadTimeout>()
+            .map_or(DEFAULT_BODY_READ_TIMEOUT, |t| t.0);
+        let bytes = tokio::time::timeout(timeout, read_body(request.into_body()))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    ErrorCode::RequestTimeout,
+                    format!(
+                        "the request body did not arrive within {} ms",
+                        timeout.as_millis()
+                    ),
+                )
+            })??;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))

@@ -57,6 +57,9 @@ pub struct Metrics {
     pub grants: AtomicU64,
     pub handoffs: AtomicU64,
     pub waits_started: AtomicU64,
+    /// Waits refused because the lock's queue was full, or this instance had too many.
+    pub waits_refused_full: AtomicU64,
+    pub waits_refused_busy: AtomicU64,
     pub wakeups_record: AtomicU64,
     pub wakeups_predecessor: AtomicU64,
     pub wakeups_timer: AtomicU64,
@@ -106,6 +109,14 @@ impl Metrics {
             "lockwarden_waits_total",
             "Acquire calls that joined a queue.",
             &[("", get(&self.waits_started))],
+        );
+        counter(
+            "lockwarden_waits_refused_total",
+            "Acquire calls refused with too_many_waiters, by the limit they met.",
+            &[
+                ("{limit=\"per_lock\"}", get(&self.waits_refused_full)),
+                ("{limit=\"per_instance\"}", get(&self.waits_refused_busy)),
+            ],
         );
         counter(
             "lockwarden_waiter_wakeups_total",

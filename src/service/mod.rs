@@ -60,6 +60,8 @@ pub enum Refusal {
     WaitTimeout,
     /// A retry of a request_id whose grant has ended.
     LeaseEnded,
+    /// The lock's queue holds `--max-waiters-per-lock` callers already.
+    TooManyWaiters,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]
@@ -71,6 +73,9 @@ pub enum ServiceError {
     },
     #[error("request_id was used before with a different request")]
     RequestIdReused,
+    /// This instance has `--max-waiting-calls` calls waiting already.
+    #[error("too many waiting calls")]
+    TooManyWaiting,
     #[error("store unavailable: {0}")]
     StoreUnavailable(String),
 }
@@ -103,15 +108,20 @@ pub struct LockService {
     local: cache::LocalWaiters,
     collector: gc::Collector,
     max_clock_skew_ms: u64,
+    max_waiters_per_lock: usize,
+    /// One permit per call that waits in a queue on this instance.
+    waiting_calls: Arc<tokio::sync::Semaphore>,
 }
 
-/// The service's time limits (see `ServeArgs` for what each means).
+/// The service's time limits and capacities (see `ServeArgs` for what each means).
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     pub store_timeout: Duration,
     pub gc_delay: Duration,
     pub gc_sweep_every: Duration,
     pub max_clock_skew_ms: u64,
+    pub max_waiters_per_lock: usize,
+    pub max_waiting_calls: usize,
 }
 
 /// The result of trying one write.
@@ -191,6 +201,8 @@ impl LockService {
         LockService {
             collector: gc::Collector::start(store.clone(), gc_timing),
             max_clock_skew_ms: timing.max_clock_skew_ms,
+            max_waiters_per_lock: timing.max_waiters_per_lock,
+            waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),

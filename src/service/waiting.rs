@@ -37,6 +37,8 @@ struct WaitState {
     /// The waiter just ahead left the queue: most often because this instance handed it the
     /// lock, and then this instance knows the record and the queue behind it.
     predecessor_left: bool,
+    /// The queue has been read since joining, and had room for this waiter.
+    admitted: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -71,6 +73,10 @@ impl LockService {
         read: Option<Stored>,
         mut cancelled: Cancelled,
     ) -> AcquireOutcome {
+        let Ok(_waiting) = self.waiting_calls.clone().try_acquire_owned() else {
+            Metrics::bump(&self.metrics.waits_refused_busy);
+            return Err(ServiceError::TooManyWaiting);
+        };
         Metrics::bump(&self.metrics.waits_started);
         let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
         // Counted from now, so that no acquire here takes the lock past this call on what the
@@ -91,6 +97,7 @@ impl LockService {
             was_requestor: false,
             trouble_since: None,
             predecessor_left: false,
+            admitted: false,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
@@ -210,6 +217,21 @@ impl LockService {
         }
         let version = stored.as_ref().map(|s| s.version);
         let overriding = ticket.priority == Priority::OVERRIDE.get();
+        if !state.admitted && !queue_remembered {
+            // Room is judged by arrival: a waiter is turned away when the cap's worth of
+            // callers joined before it (later joiners have higher sequence numbers, so they
+            // never count). The queue thus holds at most the cap, plus callers that are
+            // about to leave, and its listing stays far below ZooKeeper's packet limit. An
+            // SRE override is never turned away.
+            let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
+            if earlier >= self.max_waiters_per_lock && !overriding {
+                Metrics::bump(&self.metrics.waits_refused_full);
+                return self
+                    .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
+                    .await;
+            }
+            state.admitted = true;
+        }
         let done = |refusal| {
             Ok(Step::Done(Box::new(Err(refused(
                 refusal, name, &record, &queue, now,

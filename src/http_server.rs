@@ -1,0 +1,93 @@
+//! The HTTP/1 connection loop: accepts at most `--max-connections` connections at once,
+//! closes a connection whose client does not send a request's headers within
+//! `--request-read-timeout-ms` (slowloris), and drains connections on shutdown.
+//!
+//! (axum's own `serve` sets no timer, so hyper would wait for headers forever.) A request's
+//! body is bounded separately, in the JSON extractor ([`BodyReadTimeout`]), which answers
+//! `408 request_timeout`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::{debug, warn};
+
+/// How long a request body may take to arrive in full (a request extension the server sets).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyReadTimeout(pub Duration);
+
+/// How long shutdown waits for requests in progress before it drops their connections.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connection limits.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub max_connections: usize,
+    pub read_timeout: Duration,
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then drains.
+pub async fn run(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let app = app.layer(axum::Extension(BodyReadTimeout(limits.read_timeout)));
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.read_timeout)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        // A slot first: past the limit, clients wait in the kernel's listen backlog rather
+        // than take memory and file descriptors here.
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: back off instead of spinning.
+                    warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Small request/response exchanges: do not let Nagle's algorithm hold them back.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                debug!(%peer, %error, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        warn!("shutting down with requests still in progress");
+    }
+}
