@@ -11,6 +11,10 @@
 //! most `TARGET_QUEUE` more; beyond that, or beyond `MAX_TARGETS` busy targets, the event is
 //! dropped and counted as given up. So a target that never answers can hold up only its own
 //! events, never another target's: there is no shared pool of slots for it to exhaust.
+//!
+//! The limit is per host and port, not per host name alone, so that receivers on different
+//! ports of one host do not share a lane. There is no separate per-name cap: names cost an
+//! attacker nothing (wildcard DNS), so it would not bound anything `MAX_TARGETS` does not.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
