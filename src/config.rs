@@ -70,7 +70,8 @@ pub struct ServeArgs {
     /// The secret that signs webhooks, as `whsec_<base64>`.
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET")]
     pub webhook_secret: Option<String>,
-    /// Allow webhook targets on loopback, private and link-local addresses.
+    /// Allow webhook targets on loopback, private, link-local and other addresses that are not
+    /// globally reachable.
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_ALLOW_PRIVATE")]
     pub webhook_allow_private: bool,
     /// The longest lease a caller may ask for.

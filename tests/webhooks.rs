@@ -82,6 +82,11 @@ async fn private_targets_are_refused_before_any_connection() {
         "http://[fd00::1]/hook",
         "http://[fe80::1]/hook",
         "http://0.0.0.0/hook",
+        "http://198.18.0.1/hook",
+        "http://[64:ff9b::a9fe:a9fe]/hook",
+        "http://[2002:a9fe:a9fe::1]/hook",
+        "http://[2001::1]/hook",
+        "http://[fec0::1]/hook",
     ] {
         let (status, body) = svc
             .acquire(
@@ -91,12 +96,11 @@ async fn private_targets_are_refused_before_any_connection() {
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
         assert_eq!(body["error"]["code"], "invalid_request");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("--webhook-allow-private"), "{body}");
         assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("--webhook-allow-private"),
-            "{body}"
+            !message.contains("127.0.0.1") || url.contains("127.0.0.1"),
+            "a refusal never shows the address a name resolved to: {body}"
         );
     }
     assert!(hook.deliveries().is_empty());

@@ -1,43 +1,64 @@
 //! Webhook delivery: lock events become signed POSTs to the holder's `notify_url`.
 //!
-//! Events are queued without blocking the request that caused them and delivered by a
-//! bounded background worker: Standard Webhooks headers and signature, retries with
+//! This module owns delivery: Standard Webhooks headers and signature, retries with
 //! exponential backoff and jitter (the same `webhook-id` on every try), a per-attempt
-//! timeout, no redirects, and the target's addresses checked on every connection.
+//! timeout (connecting included), no redirects, and the target's addresses checked on every
+//! connection (`target`).
+//!
+//! Isolation: events are handed to a lane per target origin (scheme, host, port; see
+//! `lanes`) without blocking the request that caused them. A lane runs at most
+//! `TARGET_IN_FLIGHT` deliveries, each holding its slot through its retries, and queues at
+//! most `TARGET_QUEUE` more; beyond that, or beyond `MAX_TARGETS` busy targets, the event is
+//! dropped and counted as given up. So a target that never answers can hold up only its own
+//! events, never another target's: there is no shared pool of slots for it to exhaust.
+//!
+//! The limit is per host and port, not per host name alone, so that receivers on different
+//! ports of one host do not share a lane. There is no separate per-name cap: names cost an
+//! attacker nothing (wildcard DNS), so it would not bound anything `MAX_TARGETS` does not.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::sync::{mpsc, Semaphore};
 use tracing::{info, warn};
 
 use crate::api::dto::RequestorInfo;
 use crate::model::UnixMillis;
 use crate::service::events::{EventKind, EventSink, LockEvent, Metrics};
 
+pub mod lanes;
 pub mod sign;
 pub mod target;
 
+use lanes::{Admit, Lanes, Limits};
 use sign::Secret;
 
-/// Events waiting for delivery; beyond this, new events are dropped (and logged).
-const QUEUE_CAPACITY: usize = 4096;
-/// Deliveries in flight at once.
-const CONCURRENCY: usize = 64;
+/// Deliveries in flight at once to one target (origin); each keeps its slot while it
+/// retries, so a dead target holds at most this many.
+const TARGET_IN_FLIGHT: usize = 4;
+/// Events waiting for one target's free slot; beyond this, its new events are dropped.
+const TARGET_QUEUE: usize = 64;
+/// Targets with deliveries running or waiting; events for further targets are dropped.
+/// With the two limits above it bounds the whole: 4096 deliveries in flight (so at most as
+/// many open connections) and 65536 events waiting.
+const MAX_TARGETS: usize = 1024;
 /// The longest single attempt.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest wait for a TCP connection, within the attempt's timeout: a target that drops
+/// SYNs fails fast and is retried rather than eating the whole attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Tries for events without a deadline (`lock.revoked`, `lock.cleanup_cancelled`).
 const BOUNDED_TRIES: u32 = 5;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 pub struct Webhooks {
-    jobs: mpsc::Sender<Job>,
-    metrics: Arc<Metrics>,
+    deliveries: Arc<Deliveries>,
 }
 
 struct Job {
+    /// The lane: the origin of `url`.
+    target: String,
     id: String,
     kind: EventKind,
     lock: String,
@@ -49,26 +70,40 @@ struct Job {
 }
 
 impl Webhooks {
-    /// Starts the delivery worker. Must run inside a tokio runtime.
+    /// Sets up delivery. Must run inside a tokio runtime, which delivers every event.
     pub fn start(secret: Secret, allow_private: bool, metrics: Arc<Metrics>) -> Webhooks {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
             .dns_resolver(Arc::new(target::GuardedResolver { allow_private }))
             .user_agent(concat!("lockwarden/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("building the webhook client");
-        let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
-        let worker = Worker {
+        let deliveries = Deliveries {
             client,
             secret,
             allow_private,
-            metrics: metrics.clone(),
-            slots: Arc::new(Semaphore::new(CONCURRENCY)),
+            metrics,
+            lanes: Mutex::new(Lanes::new(Limits {
+                in_flight: TARGET_IN_FLIGHT,
+                queued: TARGET_QUEUE,
+                targets: MAX_TARGETS,
+            })),
+            // `emit` is a plain function that may be called where no runtime is current;
+            // deliveries are spawned on the runtime that started the service.
+            runtime: tokio::runtime::Handle::current(),
         };
-        tokio::spawn(worker.run(queue));
-        Webhooks { jobs, metrics }
+        Webhooks {
+            deliveries: Arc::new(deliveries),
+        }
     }
+}
+
+/// The lane of a notify URL: its origin. An unparsable URL (none passes the acquire
+/// check) gets a lane of its own and is refused at its first attempt.
+fn target_of(url: &str) -> String {
+    url::Url::parse(url).map_or_else(|_| url.to_owned(), |u| u.origin().ascii_serialization())
 }
 
 fn body_of(event: &LockEvent, now: UnixMillis) -> Vec<u8> {
@@ -103,6 +138,7 @@ impl EventSink for Webhooks {
             EventKind::CleanupCancelled | EventKind::Revoked => None,
         };
         let job = Job {
+            target: target_of(&url),
             id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
             kind: event.kind,
             lock: event.lock.to_string(),
@@ -111,37 +147,60 @@ impl EventSink for Webhooks {
             caused_at: event.caused_at,
             retry_until,
         };
-        if self.jobs.try_send(job).is_err() {
-            Metrics::bump(&self.metrics.webhooks_given_up);
-            warn!(lock = %event.lock, event = event.kind.as_str(), "webhook queue is full; event dropped");
-        }
+        Deliveries::offer(&self.deliveries, job);
     }
 }
 
-struct Worker {
+struct Deliveries {
     client: reqwest::Client,
     secret: Secret,
     allow_private: bool,
     metrics: Arc<Metrics>,
-    slots: Arc<Semaphore>,
+    lanes: Mutex<Lanes<Job>>,
+    runtime: tokio::runtime::Handle,
 }
 
-impl Worker {
-    async fn run(self, mut queue: mpsc::Receiver<Job>) {
-        let worker = Arc::new(self);
-        while let Some(job) = queue.recv().await {
-            let Ok(slot) = worker.slots.clone().acquire_owned().await else {
-                return;
-            };
-            let worker = worker.clone();
-            tokio::spawn(async move {
-                worker.deliver(job).await;
-                drop(slot);
-            });
+impl Deliveries {
+    /// Hands an event to its target's lane; never blocks on delivery.
+    fn offer(this: &Arc<Deliveries>, job: Job) {
+        let target = job.target.clone();
+        let admitted = this.lanes.lock().unwrap().offer(&target, job);
+        match admitted {
+            Admit::Start(job) => {
+                let this = this.clone();
+                this.runtime.clone().spawn(this.run_lane_slot(job));
+            }
+            Admit::Queued => {}
+            Admit::Dropped(job, full) => {
+                Metrics::bump(&this.metrics.webhooks_given_up);
+                warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
+                      why = full.as_str(), "webhook event dropped");
+            }
         }
     }
 
-    async fn deliver(&self, job: Job) {
+    /// One slot of a lane: delivers `job`, then whatever waits in the lane, until none does.
+    async fn run_lane_slot(self: Arc<Self>, mut job: Job) {
+        let mut waited = false;
+        loop {
+            if waited && job.retry_until.is_some_and(|until| Instant::now() >= until) {
+                // It waited in its lane past the cleanup deadline: the request is settled,
+                // and an attempt now would only delay the events behind it.
+                Metrics::bump(&self.metrics.webhooks_given_up);
+                warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
+                      "the cleanup deadline passed while the webhook waited for its target; giving up");
+            } else {
+                self.deliver(&job).await;
+            }
+            let next = self.lanes.lock().unwrap().finished(&job.target);
+            match next {
+                Some(queued) => (job, waited) = (queued, true),
+                None => return,
+            }
+        }
+    }
+
+    async fn deliver(&self, job: &Job) {
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1.. {
             if attempt == 1 {
@@ -155,7 +214,7 @@ impl Worker {
             let per_attempt = remaining.map_or(ATTEMPT_TIMEOUT, |r| {
                 r.clamp(Duration::from_millis(100), ATTEMPT_TIMEOUT)
             });
-            match self.attempt(&job, per_attempt).await {
+            match self.attempt(job, per_attempt).await {
                 Ok(()) => {
                     Metrics::bump(&self.metrics.webhooks_delivered);
                     return;
