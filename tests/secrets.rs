@@ -82,6 +82,17 @@ async fn with_zk_auth_nobody_else_can_read_write_or_delete_any_znode() {
                 Some(zkc::Error::NoAuth),
                 "{who} writes {node}"
             );
+            assert_eq!(
+                stranger.get_acl(node).await.err(),
+                Some(zkc::Error::NoAuth),
+                "{who} reads the ACL of {node}"
+            );
+            let open = zkc::Acls::anyone_all();
+            assert_eq!(
+                stranger.set_acl(node, &open, None).await.err(),
+                Some(zkc::Error::NoAuth),
+                "{who} opens {node}"
+            );
         }
         for node in [&record, &waiter_node] {
             assert_eq!(
