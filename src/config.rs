@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// The admin token: needed for priority 2147483647 and force release.
     #[arg(long, env = "LOCKWARDEN_ADMIN_TOKEN")]
     pub admin_token: Option<String>,
+    /// A token that /metrics then needs as `Authorization: Bearer <token>`; without it,
+    /// /metrics is open.
+    #[arg(long, env = "LOCKWARDEN_METRICS_TOKEN")]
+    pub metrics_token: Option<String>,
     /// The secret that signs webhooks, as `whsec_<base64>`.
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET")]
     pub webhook_secret: Option<String>,
@@ -216,6 +220,7 @@ impl ServeArgs {
             .iter()
             .chain(&self.admin_token)
             .chain(&self.record_secret)
+            .chain(&self.metrics_token)
             .any(|t| t.trim().is_empty())
         {
             return Err("tokens may not be empty".into());
@@ -249,6 +254,15 @@ mod tests {
         assert_eq!(args.check(), Ok(()));
         args.lock_root = "relative".into();
         assert!(args.check().is_err());
+    }
+
+    #[test]
+    fn an_empty_metrics_token_is_refused() {
+        let mut args = ServeArgs::defaults();
+        args.metrics_token = Some(" ".into());
+        assert!(args.check().is_err());
+        args.metrics_token = Some("m".into());
+        assert_eq!(args.check(), Ok(()));
     }
 
     #[test]

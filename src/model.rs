@@ -91,7 +91,42 @@ impl fmt::Display for LockName {
     }
 }
 
-/// Who holds or asks for a lock: 1–256 printable characters, never `NONE`.
+/// True for the characters an identifier may not contain and a log line must not carry
+/// raw: control characters (C0, DEL, C1), the Unicode line and paragraph separators, and
+/// the bidirectional-text controls. Each of them can forge or hide text where the string is
+/// shown: a new line in a log, or a name displayed in reverse ("Trojan Source").
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' // line and paragraph separators
+            | '\u{200E}' | '\u{200F}' | '\u{061C}' // LRM, RLM, ALM
+            | '\u{202A}'..='\u{202E}' // embeddings and overrides
+            | '\u{2066}'..='\u{2069}' // isolates
+        )
+}
+
+/// `text` for a log line: every [`is_unsafe_char`] (and `\\`) escaped as Rust does
+/// (`\n`, `\u{202e}`), everything else as is, so one value always stays on one line and
+/// reads in its true order.
+pub fn escape_for_log(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // Not `escape_debug`, which leaves some format characters (bidi marks) raw.
+            c if is_unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Who holds or asks for a lock: 1–256 characters, none of them [`is_unsafe_char`], never
+/// `NONE`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Owner(String);
 
@@ -101,8 +136,11 @@ impl Owner {
         if len == 0 || len > 256 {
             return Err("owner must be 1 to 256 characters".into());
         }
-        if raw.chars().any(char::is_control) {
-            return Err("owner must contain only printable characters".into());
+        if let Some(bad) = raw.chars().find(|&c| is_unsafe_char(c)) {
+            return Err(format!(
+                "owner contains {bad:?}; control characters, line and paragraph separators \
+                 and bidirectional-text controls are not allowed"
+            ));
         }
         if raw == NO_OWNER {
             return Err("owner may not be \"NONE\", which means \"no owner\" in the record".into());
@@ -255,6 +293,17 @@ mod tests {
     }
 
     #[test]
+    fn log_escaping_keeps_one_line_and_the_true_order() {
+        assert_eq!(escape_for_log("plain zoë"), "plain zoë");
+        assert_eq!(escape_for_log("a\nb\r\tc"), "a\\nb\\r\\tc");
+        assert_eq!(
+            escape_for_log("x\u{2028}y\u{202E}z"),
+            "x\\u{2028}y\\u{202e}z"
+        );
+        assert_eq!(escape_for_log("back\\slash"), "back\\\\slash");
+    }
+
+    #[test]
     fn names_order_part_by_part() {
         let a = LockName::parse("a").unwrap();
         let a_b = LockName::parse("a/b").unwrap();
@@ -268,6 +317,17 @@ mod tests {
         assert!(Owner::parse("NONE").is_err());
         assert!(Owner::parse("").is_err());
         assert!(Owner::parse("a\nb").is_err());
+        for bad in [
+            '\u{0}', '\u{1b}', '\u{7f}', '\u{85}', '\u{2028}', '\u{2029}',
+        ] {
+            assert!(Owner::parse(&format!("a{bad}b")).is_err(), "{bad:?}");
+        }
+        for bidi in [
+            '\u{200E}', '\u{200F}', '\u{061C}', '\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}',
+        ] {
+            assert!(Owner::parse(&format!("a{bidi}b")).is_err(), "{bidi:?}");
+        }
+        assert!(Owner::parse("zoë 日本 🙂").is_ok());
         assert!(Owner::parse(&"é".repeat(256)).is_ok());
         assert!(Owner::parse(&"é".repeat(257)).is_err());
         assert!(Priority::new(-1).is_err());

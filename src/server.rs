@@ -53,7 +53,8 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
     let service = Arc::new(LockService::new(store, timing, events, metrics));
     Ok(api::router(AppState {
         service,
-        auth: Auth::new(&args.api_tokens, args.admin_token.as_deref()),
+        auth: Auth::new(&args.api_tokens, args.admin_token.as_deref())
+            .with_metrics_token(args.metrics_token.as_deref()),
         limits: Limits {
             max_lease_ms: args.max_lease_ms,
             max_waiting_ms: args.max_waiting_ms,

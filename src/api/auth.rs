@@ -1,4 +1,4 @@
-//! Bearer-token authentication and the admin role.
+//! Bearer-token authentication: API tokens, the admin role, and the `/metrics` token.
 //!
 //! Tokens are compared through their SHA-256 digests with a constant-time equality, and every
 //! configured token is compared on every call, so timing reveals neither a token nor which
@@ -21,6 +21,7 @@ pub enum Role {
 pub struct Auth {
     api_tokens: Vec<[u8; 32]>,
     admin_token: Option<[u8; 32]>,
+    metrics_token: Option<[u8; 32]>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -36,13 +37,35 @@ impl Auth {
         Auth {
             api_tokens: api_tokens.iter().map(|t| digest(t)).collect(),
             admin_token: admin_token.map(digest),
+            metrics_token: None,
+        }
+    }
+
+    /// With a token, `/metrics` needs it; without one, `/metrics` is open.
+    pub fn with_metrics_token(mut self, token: Option<&str>) -> Self {
+        self.metrics_token = token.map(digest);
+        self
+    }
+
+    /// Whether this call may read `/metrics`. Only the metrics token opens it (not the API
+    /// or admin tokens): a scraper's credential should open nothing else, and vice versa.
+    pub fn metrics_reader(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Some(expected) = self.metrics_token else {
+            return Ok(());
+        };
+        let presented = bearer(headers)?
+            .ok_or_else(|| unauthorized("/metrics needs an Authorization: Bearer token"))?;
+        if bool::from(expected.ct_eq(&digest(presented))) {
+            Ok(())
+        } else {
+            Err(unauthorized("unknown token"))
         }
     }
 
     /// Who is calling. Without API tokens configured, a call without a token is an ordinary
     /// caller; a token that is presented must be a known one.
     pub fn caller(&self, headers: &HeaderMap) -> Result<Role, ApiError> {
-        let Some(value) = headers.get(AUTHORIZATION) else {
+        let Some(token) = bearer(headers)? else {
             return if self.api_tokens.is_empty() {
                 Ok(Role::User)
             } else {
@@ -51,16 +74,6 @@ impl Auth {
                 ))
             };
         };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?;
         let presented = digest(token);
         let is_admin = self
             .admin_token
@@ -74,6 +87,25 @@ impl Auth {
             (false, false) => Err(unauthorized("unknown token")),
         }
     }
+}
+
+/// The bearer token of `Authorization`, `None` without the header; a malformed header is
+/// refused.
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(Some)
+        .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))
 }
 
 pub fn require_admin(role: Role, what: &str) -> Result<(), ApiError> {
@@ -108,6 +140,26 @@ mod tests {
         );
         assert!(auth.caller(&headers(Some("Bearer nope"))).is_err());
         assert!(auth.caller(&headers(Some("Basic abc"))).is_err());
+    }
+
+    #[test]
+    fn the_metrics_token_alone_opens_metrics_when_set() {
+        let open = Auth::new(&["t1".into()], Some("root"));
+        assert!(open.metrics_reader(&headers(None)).is_ok());
+        let closed = open.with_metrics_token(Some("m"));
+        assert!(closed.metrics_reader(&headers(Some("Bearer m"))).is_ok());
+        for refused in [
+            None,
+            Some("Bearer t1"),
+            Some("Bearer root"),
+            Some("Bearer "),
+            Some("m"),
+        ] {
+            assert!(
+                closed.metrics_reader(&headers(refused)).is_err(),
+                "{refused:?}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
+use super::json_int::{integer, optional_integer};
 use crate::engine::{self, AcquireRequest, LockState};
 use crate::model::{LeaseId, Owner, Priority, RequestId, UnixMillis};
 use crate::record::{Expiry, Requestor};
@@ -107,14 +108,15 @@ impl LockInfo {
 #[serde(deny_unknown_fields)]
 pub struct AcquireBody {
     pub owner: String,
+    #[serde(deserialize_with = "integer")]
     pub lease_ms: i64,
     #[serde(default)]
     pub message: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integer")]
     pub priority: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integer")]
     pub cleanup_ms: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_integer")]
     pub waiting_ms: Option<i64>,
     #[serde(default)]
     pub forceful: bool,
@@ -221,7 +223,7 @@ fn validate_url(raw: &str) -> Result<String, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct RenewBody {
     pub lease_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_integer")]
     pub lease_ms: Option<i64>,
 }
 

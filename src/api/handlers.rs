@@ -3,6 +3,7 @@
 use axum::extract::{FromRequestParts, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -170,9 +171,13 @@ pub async fn validate(
     let token = query
         .fencing_token
         .as_deref()
-        .ok_or_else(|| ApiError::invalid("the fencing_token query parameter is required"))?
-        .parse::<u64>()
-        .map_err(|_| ApiError::invalid("fencing_token must be a non-negative integer"))?;
+        .ok_or_else(|| ApiError::invalid("the fencing_token query parameter is required"))
+        .map(query_uint)?
+        // Tokens are zxids, which are signed 64-bit: the contract's `int64`.
+        .filter(|&t| i64::try_from(t).is_ok())
+        .ok_or_else(|| {
+            ApiError::invalid("fencing_token must be an integer from 0 to 9223372036854775807")
+        })?;
     let current = app.service.validate(&name, FencingToken(token)).await?;
     Ok(Json(json!({"current": current})))
 }
@@ -190,13 +195,19 @@ pub async fn list(
     }
     let limit = match params.limit.as_deref() {
         None => DEFAULT_PAGE,
-        Some(raw) => raw
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
+        Some(raw) => query_uint(raw)
+            .filter(|n| (1..=MAX_PAGE as u64).contains(n))
+            .map(|n| n as usize)
             .ok_or_else(|| ApiError::invalid(format!("limit must be between 1 and {MAX_PAGE}")))?,
     };
-    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    // An empty cursor is the start, as if none were given: clients that always send the
+    // previous page's `next_cursor` would otherwise need a special case for the first page.
+    let after = params
+        .cursor
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
     let query = ListQuery {
         prefix,
         after,
@@ -215,6 +226,15 @@ pub async fn list(
     Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
 }
 
+/// A non-negative integer in a query string: ASCII digits only. (Rust's own parser also
+/// takes a leading `+`, which the contract's `integer` does not allow.)
+fn query_uint(raw: &str) -> Option<u64> {
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse().ok()
+}
+
 fn decode_cursor(raw: &str) -> Result<LockName, ApiError> {
     URL_SAFE_NO_PAD
         .decode(raw)
@@ -224,11 +244,15 @@ fn decode_cursor(raw: &str) -> Result<LockName, ApiError> {
         .ok_or_else(|| ApiError::invalid("cursor is not one this service returned"))
 }
 
-pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
-    (
+pub async fn metrics(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    app.auth.metrics_reader(&headers)?;
+    Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.service.metrics.render(),
-    )
+    ))
 }
 
 pub async fn healthz() -> Json<Value> {

@@ -12,6 +12,7 @@ pub mod dto;
 pub mod error;
 pub mod extract;
 mod handlers;
+pub mod json_int;
 
 pub use handlers::OPENAPI;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tracing::info;
 
-use crate::model::{LockName, UnixMillis};
+use crate::model::{escape_for_log, LockName, UnixMillis};
 use crate::record::{Holder, Requestor};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +158,8 @@ impl Metrics {
     }
 }
 
-/// Records one use of the SRE override priority.
+/// Records one use of the SRE override priority. The caller's strings (owners and the
+/// free-text message) are escaped, so a message cannot add lines to the audit trail.
 pub fn audit_override(
     lock: &LockName,
     who: &str,
@@ -170,10 +171,10 @@ pub fn audit_override(
         target: "lockwarden::audit",
         action = "sre_override",
         lock = %lock,
-        who = %who,
+        who = %escape_for_log(who),
         credential = "admin",
-        preempted = %preempted.unwrap_or("none"),
-        reason = %message,
+        preempted = %escape_for_log(preempted.unwrap_or("none")),
+        reason = %escape_for_log(message),
         outcome = %outcome,
         "SRE override"
     );
