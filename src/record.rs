@@ -74,6 +74,24 @@ pub struct Requestor {
     pub cleanup_deadline: Option<UnixMillis>,
 }
 
+/// How a write took the lock from a live holder who had not let go (`LW_FORCED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// An admin's force release (the lock is then free, or handed to the next waiter).
+    Admin,
+    /// A preemptor took the lock after the holder's cleanup window.
+    Preemption,
+}
+
+impl Forced {
+    fn as_str(self) -> &'static str {
+        match self {
+            Forced::Admin => "admin",
+            Forced::Preemption => "preemption",
+        }
+    }
+}
+
 /// Everything stored about one lock. The default is a free lock.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockRecord {
@@ -84,6 +102,10 @@ pub struct LockRecord {
     /// writes the record when it is not queued or when the caller's priority is higher, so
     /// the record's version changes and a release cannot pass over it on what it knew.
     pub queued: Option<u32>,
+    /// The write that made this record took the lock from a live holder who had not let go:
+    /// an admin's force release, or a preemptor's takeover after the cleanup window. Event
+    /// streams, on any instance, tell these from a release by it.
+    pub forced: Option<Forced>,
 }
 
 impl LockRecord {
@@ -92,6 +114,7 @@ impl LockRecord {
             holder: Some(holder),
             requestor: None,
             queued: None,
+            forced: None,
         }
     }
 
@@ -161,6 +184,7 @@ impl LockRecord {
             );
         }
         put(&mut f, "LW_QUEUED", self.queued.map(|p| p.to_string()));
+        put(&mut f, "LW_FORCED", self.forced.map(|f| f.as_str().to_string()));
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
@@ -284,6 +308,11 @@ impl LockRecord {
             holder,
             requestor,
             queued,
+            forced: match text("LW_FORCED") {
+                Some("admin") => Some(Forced::Admin),
+                Some("preemption") => Some(Forced::Preemption),
+                _ => None,
+            },
         })
     }
 }
@@ -335,8 +364,14 @@ mod tests {
                 cleanup_deadline: Some(UnixMillis(1_800_000_000_100)),
             }),
             queued: Some(9),
+            forced: Some(Forced::Preemption),
         };
         assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);
+        let free = LockRecord {
+            forced: Some(Forced::Admin),
+            ..LockRecord::default()
+        };
+        assert_eq!(LockRecord::decode(&free.encode()).unwrap(), free);
         let free = LockRecord::default();
         assert_eq!(LockRecord::decode(&free.encode()).unwrap(), free);
     }

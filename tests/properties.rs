@@ -13,7 +13,7 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use lockwarden::config::ServeArgs;
 use lockwarden::model::{FencingToken, LeaseId, LockName, UnixMillis};
-use lockwarden::record::{Expiry, Holder, LockRecord, Requestor};
+use lockwarden::record::{Expiry, Forced, Holder, LockRecord, Requestor};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
@@ -148,11 +148,13 @@ fn record() -> impl Strategy<Value = LockRecord> {
         prop::option::of(holder()),
         prop::option::of(requestor()),
         prop::option::of(any::<u32>()),
+        prop::option::of(prop_oneof![Just(Forced::Admin), Just(Forced::Preemption)]),
     )
-        .prop_map(|(holder, requestor, queued)| LockRecord {
+        .prop_map(|(holder, requestor, queued, forced)| LockRecord {
             holder,
             requestor,
             queued,
+            forced,
         })
 }
 

@@ -230,6 +230,7 @@ pub fn decide_acquire(
                 holder: Some(renewed),
                 requestor: current.requestor.clone(),
                 queued: current.queued,
+                forced: None,
             },
             lease_id,
         };
@@ -326,6 +327,7 @@ pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord
     }
     Some(LockRecord {
         queued: current.queued.max(Some(priority)),
+        forced: None,
         ..current.clone()
     })
 }

@@ -45,6 +45,7 @@ pub fn decide_renew(
         holder: Some(renewed),
         requestor: current.requestor.clone(),
         queued: current.queued,
+        forced: None,
     }))
 }
 

@@ -3,7 +3,7 @@
 
 use super::{announce_waiter, handed_to, live_requestor, may_preempt, queued_after, Clock};
 use crate::model::UnixMillis;
-use crate::record::{Holder, LockRecord, Requestor};
+use crate::record::{Forced, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter};
 
 /// What a waiter watches while it waits, besides its timers.
@@ -113,19 +113,13 @@ pub fn decide_waiting(
         let limit = earliest(wait_until, Some(deadline)).unwrap_or(deadline);
         if now >= limit {
             return if me.forceful {
-                WaitDecision::Take {
-                    record: Box::new(handed_to(
-                        me,
-                        now,
-                        queued_after(current, queue, Some(my_id), true),
-                    )),
-                    revoked: Some(Box::new(holder.clone())),
-                }
+                revoking(me, holder, now, queued_after(current, queue, Some(my_id), true))
             } else {
                 let kept = LockRecord {
                     holder: current.holder.clone(),
                     requestor: None,
                     queued: current.queued.max(Some(me.priority)),
+                    forced: None,
                 };
                 WaitDecision::GiveUpCleanup {
                     record: Box::new(kept),
@@ -142,14 +136,7 @@ pub fn decide_waiting(
     }
     if may_preempt(me.priority, holder, live_requestor(current, queue)) {
         if holder.cleanup_ms == 0 {
-            return WaitDecision::Take {
-                record: Box::new(handed_to(
-                    me,
-                    now,
-                    queued_after(current, queue, Some(my_id), true),
-                )),
-                revoked: Some(Box::new(holder.clone())),
-            };
+            return revoking(me, holder, now, queued_after(current, queue, Some(my_id), true));
         }
         // The cleanup deadline is fixed by the first request against this holder; a higher
         // requestor that displaces a lower one inherits it. A void requestor (its waiter is
@@ -180,6 +167,7 @@ pub fn decide_waiting(
             holder: current.holder.clone(),
             requestor: Some(requestor),
             queued: current.queued.max(Some(me.priority)),
+            forced: None,
         };
         return WaitDecision::Register {
             record: Box::new(record),
@@ -207,5 +195,17 @@ pub fn decide_waiting(
         }
     } else {
         behind(wait_until)
+    }
+}
+
+/// Takes the lock from `holder`, a live holder that has not let go (so the record says
+/// `forced`, and the holder must be told).
+fn revoking(me: &Ticket, holder: &Holder, now: UnixMillis, queued: Option<u32>) -> WaitDecision {
+    WaitDecision::Take {
+        record: Box::new(LockRecord {
+            forced: Some(Forced::Preemption),
+            ..handed_to(me, now, queued)
+        }),
+        revoked: Some(Box::new(holder.clone())),
     }
 }

@@ -124,6 +124,7 @@ impl LockService {
                 holder: record.holder.clone(),
                 requestor: None,
                 queued: record.queued,
+                forced: None,
             };
             match self
                 .store

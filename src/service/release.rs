@@ -12,7 +12,7 @@ use super::{
 };
 use crate::engine::{self, ReleaseDecision, RenewDecision};
 use crate::model::{LeaseId, LockName, UnixMillis};
-use crate::record::LockRecord;
+use crate::record::{Forced, LockRecord};
 use crate::store::{StoreError, Version, WriteOutcome};
 use crate::waiter::Waiter;
 
@@ -69,7 +69,7 @@ impl LockService {
         let decide = |record: &LockRecord, queue: &[Waiter], now| {
             engine::decide_release(record, queue, lease_id, now)
         };
-        self.let_go(name, decide).await.map(|(after, _)| after)
+        self.let_go(name, decide, None).await.map(|(after, _)| after)
     }
 
     /// An admin's force release; the holder is told `lock.revoked`.
@@ -77,7 +77,7 @@ impl LockService {
         let received = Instant::now();
         let decide =
             |record: &LockRecord, queue: &[Waiter], _| engine::decide_force_release(record, queue);
-        let (after, removed) = self.let_go(name, decide).await?;
+        let (after, removed) = self.let_go(name, decide, Some(Forced::Admin)).await?;
         if let Some(removed) = removed {
             self.emit(EventKind::Revoked, name, &removed, received);
         }
@@ -90,6 +90,7 @@ impl LockService {
         &self,
         name: &LockName,
         decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
+        forced: Option<Forced>,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let deadline = self.deadline();
         let mut use_cache = true;
@@ -117,7 +118,7 @@ impl LockService {
                 (_, Some(stored)) => stored,
             };
             // What this round writes: the record handed to the next waiter, or a free record.
-            let (expected, to) = match &decision {
+            let (mut expected, to) = match &decision {
                 ReleaseDecision::HandOff { to } => {
                     let ticket = match self.local.ticket(name, &to.id) {
                         Some(ticket) => ticket,
@@ -133,6 +134,7 @@ impl LockService {
                 // Free the record rather than delete it; the collector deletes it later.
                 _ => (LockRecord::default(), None),
             };
+            expected.forced = forced;
             let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
