@@ -127,6 +127,9 @@ pub struct ServeArgs {
         default_value_t = 10_000
     )]
     pub request_read_timeout_ms: u64,
+    /// How often an event stream sends a heartbeat comment.
+    #[arg(long, env = "LOCKWARDEN_EVENT_HEARTBEAT_MS", default_value_t = 15_000)]
+    pub event_heartbeat_ms: u64,
     /// The ZooKeeper session timeout.
     #[arg(
         long,
@@ -196,6 +199,9 @@ impl ServeArgs {
         }
         if self.max_waiting_calls == 0 || self.max_connections == 0 {
             return Err("--max-waiting-calls and --max-connections must be at least 1".into());
+        }
+        if self.event_heartbeat_ms == 0 {
+            return Err("--event-heartbeat-ms must be at least 1".into());
         }
         if self.request_read_timeout_ms == 0 {
             return Err("--request-read-timeout-ms must be at least 1".into());

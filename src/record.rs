@@ -184,7 +184,11 @@ impl LockRecord {
             );
         }
         put(&mut f, "LW_QUEUED", self.queued.map(|p| p.to_string()));
-        put(&mut f, "LW_FORCED", self.forced.map(|f| f.as_str().to_string()));
+        put(
+            &mut f,
+            "LW_FORCED",
+            self.forced.map(|f| f.as_str().to_string()),
+        );
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
             put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));

@@ -64,6 +64,7 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
             allow_private: args.webhook_allow_private,
         },
         sealer,
+        event_heartbeat: Duration::from_millis(args.event_heartbeat_ms),
     }))
 }
 

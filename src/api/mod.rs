@@ -10,6 +10,7 @@ use crate::service::LockService;
 pub mod auth;
 pub mod dto;
 pub mod error;
+mod events;
 pub mod extract;
 mod handlers;
 pub mod json_int;
@@ -24,6 +25,8 @@ pub struct AppState {
     pub webhooks: WebhookPolicy,
     /// Seals lease and request ids before they go further (see `crate::seal`).
     pub sealer: crate::seal::Sealer,
+    /// How often an event stream sends a heartbeat comment.
+    pub event_heartbeat: std::time::Duration,
 }
 
 /// What the acquire handler checks a `notify_url` against.
@@ -35,7 +38,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 11] = [
+pub const ROUTES: [(&str, &str); 13] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -43,6 +46,8 @@ pub const ROUTES: [(&str, &str); 11] = [
     ("post", "/v1/locks/{name}/renew"),
     ("post", "/v1/locks/{name}/release"),
     ("get", "/v1/locks/{name}/validate"),
+    ("get", "/v1/locks/{name}/events"),
+    ("get", "/v1/events"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
@@ -60,6 +65,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locks/{name}/renew", post(handlers::renew))
         .route("/v1/locks/{name}/release", post(handlers::release))
         .route("/v1/locks/{name}/validate", get(handlers::validate))
+        .route("/v1/locks/{name}/events", get(events::lock_events))
+        .route("/v1/events", get(events::prefix_events))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))

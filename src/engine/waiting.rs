@@ -113,7 +113,12 @@ pub fn decide_waiting(
         let limit = earliest(wait_until, Some(deadline)).unwrap_or(deadline);
         if now >= limit {
             return if me.forceful {
-                revoking(me, holder, now, queued_after(current, queue, Some(my_id), true))
+                revoking(
+                    me,
+                    holder,
+                    now,
+                    queued_after(current, queue, Some(my_id), true),
+                )
             } else {
                 let kept = LockRecord {
                     holder: current.holder.clone(),
@@ -136,7 +141,12 @@ pub fn decide_waiting(
     }
     if may_preempt(me.priority, holder, live_requestor(current, queue)) {
         if holder.cleanup_ms == 0 {
-            return revoking(me, holder, now, queued_after(current, queue, Some(my_id), true));
+            return revoking(
+                me,
+                holder,
+                now,
+                queued_after(current, queue, Some(my_id), true),
+            );
         }
         // The cleanup deadline is fixed by the first request against this holder; a higher
         // requestor that displaces a lower one inherits it. A void requestor (its waiter is

@@ -17,6 +17,7 @@ use crate::waiter::Waiter;
 mod acquire;
 mod cache;
 pub mod events;
+pub mod feed;
 mod gc;
 mod joining;
 mod leaving;
@@ -111,6 +112,8 @@ pub struct LockService {
     max_waiters_per_lock: usize,
     /// One permit per call that waits in a queue on this instance.
     waiting_calls: Arc<tokio::sync::Semaphore>,
+    /// The source of the event streams.
+    pub feed: feed::Hub,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).
@@ -203,6 +206,7 @@ impl LockService {
             max_clock_skew_ms: timing.max_clock_skew_ms,
             max_waiters_per_lock: timing.max_waiters_per_lock,
             waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
+            feed: feed::Hub::start(store.clone(), store_timeout),
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),

@@ -69,7 +69,9 @@ impl LockService {
         let decide = |record: &LockRecord, queue: &[Waiter], now| {
             engine::decide_release(record, queue, lease_id, now)
         };
-        self.let_go(name, decide, None).await.map(|(after, _)| after)
+        self.let_go(name, decide, None)
+            .await
+            .map(|(after, _)| after)
     }
 
     /// An admin's force release; the holder is told `lock.revoked`.

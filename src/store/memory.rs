@@ -10,10 +10,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use super::{
-    listed, ListPage, ListQuery, LockStore, StoreError, Stored, Version, Wake, WriteOutcome,
+    listed, Change, ListPage, ListQuery, LockStore, StoreError, Stored, Version, Wake,
+    WriteOutcome, FEED_CAPACITY,
 };
 use crate::engine::Watch;
 use crate::model::LockName;
@@ -33,6 +34,15 @@ struct Inner {
     changes: HashMap<LockName, watch::Sender<u64>>,
     last_zxid: i64,
     last_seq: u64,
+    feed: Feed,
+}
+
+struct Feed(broadcast::Sender<Change>);
+
+impl Default for Feed {
+    fn default() -> Self {
+        Feed(broadcast::channel(FEED_CAPACITY).0)
+    }
 }
 
 struct Entry {
@@ -48,6 +58,8 @@ impl Inner {
     }
 
     fn changed(&mut self, name: &LockName) {
+        // Nobody may be subscribed: then there is nothing to tell.
+        let _ = self.feed.0.send(Change::Lock(name.clone()));
         if let Some(sender) = self.changes.get(name) {
             if sender.receiver_count() == 0 {
                 self.changes.remove(name);
@@ -358,6 +370,10 @@ impl LockStore for MemoryStore {
             }),
             _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
         }
+    }
+
+    fn changes(&self) -> broadcast::Receiver<Change> {
+        self.lock().feed.0.subscribe()
     }
 }
 

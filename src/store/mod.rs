@@ -202,9 +202,25 @@ pub trait LockStore: Send + Sync + 'static {
         seen: Option<Version>,
         until: Instant,
     ) -> Result<Wake, StoreError>;
+
+    /// Subscribes to the change feed. On ZooKeeper, the watches behind it are set only
+    /// while someone subscribes, so a service nobody streams from pays nothing for it.
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<Change>;
 }
 
 /// Why a wait ended.
+/// What the change feed reports: a lock whose record or queue changed (through any
+/// instance), or that changes may have been missed (a new ZooKeeper session, a reader that
+/// fell behind), so that whatever a reader knows must be read again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Lock(LockName),
+    Resync,
+}
+
+/// How many changes the feed buffers for a reader that falls behind.
+pub const FEED_CAPACITY: usize = 4096;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
     /// The record changed (only the head and the requestor watch it).

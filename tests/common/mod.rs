@@ -10,6 +10,7 @@ pub mod instance;
 pub mod nemesis;
 pub mod proxy;
 pub mod receiver;
+pub mod sse;
 pub mod zk;
 
 /// Runs each named `async fn(Service)` as two tests: on ZooKeeper and in memory.
@@ -364,4 +365,11 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The median and the 99th percentile of `samples` (sorted in place).
+pub fn stats(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    (at(0.5), at(0.99))
 }

@@ -22,6 +22,7 @@ use crate::waiter::{Ticket, Waiter};
 
 pub mod access;
 mod create;
+mod feed;
 mod list;
 mod queue;
 mod session;
@@ -41,6 +42,7 @@ pub struct ZkStore {
     access: ZkAccess,
     /// Turns the bearer secrets of records written by earlier versions into their seals.
     sealer: Sealer,
+    feed: std::sync::Arc<feed::Feed>,
 }
 
 /// How to reach ZooKeeper and what to do there.
@@ -63,14 +65,18 @@ pub(super) enum NoAnswer {
 
 impl ZkStore {
     pub fn new(config: ZkConfig) -> Self {
+        let session = ZkSession::start(
+            config.connect,
+            config.session_timeout,
+            config.access.clone(),
+        );
+        let lock_root = config.lock_root.trim_end_matches('/').to_owned();
+        let state_root = config.state_root.trim_end_matches('/').to_owned();
         ZkStore {
-            session: ZkSession::start(
-                config.connect,
-                config.session_timeout,
-                config.access.clone(),
-            ),
-            lock_root: config.lock_root.trim_end_matches('/').to_owned(),
-            state_root: config.state_root.trim_end_matches('/').to_owned(),
+            feed: feed::Feed::start(session.clients(), lock_root.clone(), state_root.clone()),
+            session,
+            lock_root,
+            state_root,
             access: config.access,
             sealer: config.sealer,
         }
@@ -358,5 +364,9 @@ impl LockStore for ZkStore {
         until: Instant,
     ) -> Result<Wake, StoreError> {
         self.wait_for_change(name, watch, seen, until).await
+    }
+
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<super::Change> {
+        self.feed.subscribe()
     }
 }

@@ -60,6 +60,11 @@ impl ZkSession {
         client
     }
 
+    /// The live client as it changes (`None` while a session is being built).
+    pub(super) fn clients(&self) -> watch::Receiver<Option<zk::Client>> {
+        self.shared.current.subscribe()
+    }
+
     /// Called when a request saw a session-level error: the supervisor re-checks the state.
     pub fn report_trouble(&self) {
         self.shared.suspect.notify_one();

@@ -1,0 +1,122 @@
+//! The event streams: `GET /v1/locks/{name}/events` and `GET /v1/events?prefix=P`, as
+//! Server-Sent Events.
+//!
+//! A stream starts with a `snapshot` (or, given a `Last-Event-ID` the service can still
+//! resume from, with the events that followed it), then sends each change as it happens.
+//! Every event's `data` is `{"type", "lock": LockInfo}` (a prefix snapshot carries `locks`);
+//! its `id` is the change's zxid (see `service::feed`). A comment is sent every
+//! `--event-heartbeat-ms`, so idle connections stay open through proxies and a dead one is
+//! noticed.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::dto::LockInfo;
+use super::error::ApiError;
+use super::extract::{LockPath, QueryParams};
+use super::handlers::Caller;
+use super::AppState;
+use crate::model::MAX_NAME_BYTES;
+use crate::service::feed::{EventId, Interest, Opening, StreamEvent, Subscription};
+use crate::service::ServiceError;
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    pub prefix: Option<String>,
+}
+
+pub async fn lock_events(
+    State(app): State<AppState>,
+    _: Caller,
+    LockPath(name): LockPath,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    open(&app, Interest::Lock(name), &headers).await
+}
+
+pub async fn prefix_events(
+    State(app): State<AppState>,
+    _: Caller,
+    QueryParams(query): QueryParams<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let prefix = query.prefix.unwrap_or_default();
+    if prefix.len() > MAX_NAME_BYTES {
+        return Err(ApiError::invalid(format!(
+            "prefix is longer than {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    open(&app, Interest::Prefix(prefix), &headers).await
+}
+
+/// A `Last-Event-ID` that is not one of ours is ignored: the stream starts afresh.
+fn last_seen(headers: &HeaderMap) -> Option<EventId> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+async fn open(
+    app: &AppState,
+    interest: Interest,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let Subscription { opening, live } = app
+        .service
+        .feed
+        .open(interest.clone(), last_seen(headers))
+        .await
+        .map_err(ServiceError::from)?;
+    let first: Vec<Event> = match opening {
+        Opening::Snapshot {
+            id,
+            locks,
+            truncated,
+        } => {
+            let infos: Vec<LockInfo> = locks.iter().map(|l| LockInfo::of(l, None)).collect();
+            let data = match interest {
+                Interest::Lock(_) => json!({"type": "snapshot", "lock": infos.first()}),
+                Interest::Prefix(_) => {
+                    json!({"type": "snapshot", "locks": infos, "truncated": truncated})
+                }
+            };
+            vec![Event::default()
+                .event("snapshot")
+                .id(id.to_string())
+                .data(data.to_string())]
+        }
+        Opening::Replay(events) => events.iter().map(sse_event).collect(),
+    };
+    // The stream owns `live`: when the client goes, the stream is dropped, and with it the
+    // hub's count of open streams.
+    let following = stream::unfold(live, |mut live| async move {
+        live.next().await.map(|event| (event, live))
+    });
+    let events = stream::iter(first)
+        .chain(following.map(|e| sse_event(&e)))
+        .map(Ok::<Event, Infallible>);
+    let heartbeat = KeepAlive::new()
+        .interval(app.event_heartbeat)
+        .text("heartbeat");
+    Ok(Sse::new(events).keep_alive(heartbeat).into_response())
+}
+
+fn sse_event(event: &Arc<StreamEvent>) -> Event {
+    let data = json!({
+        "type": event.kind.as_str(),
+        "lock": LockInfo::of(&event.lock, None),
+    });
+    Event::default()
+        .event(event.kind.as_str())
+        .id(event.id.to_string())
+        .data(data.to_string())
+}
