@@ -58,8 +58,9 @@ impl Inner {
     }
 
     fn changed(&mut self, name: &LockName) {
-        // Nobody may be subscribed: then there is nothing to tell.
-        let _ = self.feed.0.send(Change::Lock(name.clone()));
+        if self.feed.0.receiver_count() > 0 {
+            let _ = self.feed.0.send(Change::Lock(name.clone()));
+        }
         if let Some(sender) = self.changes.get(name) {
             if sender.receiver_count() == 0 {
                 self.changes.remove(name);
