@@ -1,4 +1,5 @@
-//! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`.
+//! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`,
+//! beside `bench` and the client commands (`lock`, `status`, …; their flags are in `cli`).
 
 use std::net::SocketAddr;
 
@@ -21,6 +22,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Benchmark a running lockwarden (and the raw ZooKeeper floor beside it).
     Bench(crate::bench::BenchArgs),
+    #[command(flatten)]
+    Client(crate::cli::ClientCommand),
 }
 
 #[derive(Clone, Debug, Args)]
@@ -234,7 +237,7 @@ impl ServeArgs {
             .ok()
             .and_then(|cli| match cli.command {
                 Command::Serve(args) => Some(args),
-                Command::Bench(_) => None,
+                _ => None,
             })
             .expect("the defaults parse")
     }

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http_server;
