@@ -196,8 +196,9 @@ impl LockGuard {
         }
     }
 
-    /// Stops renewing and releases the lease. After a loss, the service refuses
-    /// (`not_owner`), and that is the error returned.
+    /// Stops renewing and releases the lease. After a loss the service answers
+    /// `409 not_owner` (an error here) when another caller holds the lock now, and
+    /// success when the lock is free.
     pub async fn release(mut self) -> Result<(), Error> {
         self.stop();
         self.client
