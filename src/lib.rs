@@ -3,7 +3,8 @@
 //!
 //! Layers, from the inside out: [`model`] and [`record`] (values and their stored form),
 //! [`engine`] (the pure lock decision), [`store`] (versioned records with conditional writes),
-//! [`service`] (read, decide, write, retry), and [`api`] (HTTP).
+//! [`service`] (read, decide, write, retry), and [`api`] (HTTP). [`cli`] is the binary's client
+//! side, built on the `lockwarden-client` crate in `client/`.
 
 pub mod api;
 pub mod bench;

@@ -172,6 +172,8 @@ async fn exit_codes_pass_the_command_through_and_name_each_failure() {
     assert_eq!(code(&mut run(&busy)).await, i32::from(exit::NOT_ACQUIRED));
     let busy = ["lock", "e/x", "--wait", "300ms", "-E", "42", "--", "true"];
     assert_eq!(code(&mut run(&busy)).await, 42);
+    let not_an_error = ["lock", "e/x", "--wait", "0s", "-E", "0", "--", "true"];
+    assert_eq!(code(&mut run(&not_an_error)).await, 0);
     service
         .release("e/x", held["lease_id"].as_str().unwrap())
         .await;

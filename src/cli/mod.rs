@@ -113,8 +113,7 @@ pub struct LockArgs {
     #[arg(long, value_enum, default_value = "term")]
     pub on_cleanup: OnCleanup,
     /// The exit code when the lock is not acquired.
-    #[arg(short = 'E', long, default_value_t = exit::NOT_ACQUIRED,
-          value_parser = clap::value_parser!(u8).range(1..))]
+    #[arg(short = 'E', long, default_value_t = exit::NOT_ACQUIRED)]
     pub conflict_exit_code: u8,
     #[command(flatten)]
     pub client: ClientArgs,
