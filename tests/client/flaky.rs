@@ -2,7 +2,8 @@
 //! forwards each request to an upstream (taking turns among several) and can spoil the
 //! answer of the first acquire, after the real service has acted on it: answer 503
 //! instead, or close the connection without an answer. It can also refuse everything
-//! (as if the service were gone). It records the acquire bodies it saw.
+//! (as if the service were gone). It records the acquire bodies it saw. With `scripted
+//! events`, it serves event streams itself: what the test pushes, as `text/event-stream`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,11 +33,22 @@ struct State {
     acquires: Mutex<Vec<Value>>,
     /// The real answers to spoiled acquires.
     hidden: Mutex<Vec<Value>>,
+    /// Where pushed events go, when the front serves event streams itself.
+    events: Option<tokio::sync::broadcast::Sender<String>>,
     http: reqwest::Client,
 }
 
 impl Flaky {
     pub async fn start(upstreams: Vec<String>, spoil: Option<Spoil>) -> Flaky {
+        Self::build(upstreams, spoil, false).await
+    }
+
+    /// Forwards everything but event streams, which it serves from `push_event`.
+    pub async fn with_scripted_events(upstream: String) -> Flaky {
+        Self::build(vec![upstream], None, true).await
+    }
+
+    async fn build(upstreams: Vec<String>, spoil: Option<Spoil>, scripted: bool) -> Flaky {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State {
@@ -46,6 +58,7 @@ impl Flaky {
             gone: AtomicBool::new(false),
             acquires: Mutex::new(Vec::new()),
             hidden: Mutex::new(Vec::new()),
+            events: scripted.then(|| tokio::sync::broadcast::channel(16).0),
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
         });
         let serving = state.clone();
@@ -60,6 +73,21 @@ impl Flaky {
     /// From now on, closes every connection at once, as a dead service would.
     pub fn go_away(&self) {
         self.state.gone.store(true, Ordering::SeqCst);
+    }
+
+    /// How many event streams are open on the front now.
+    pub fn event_streams(&self) -> usize {
+        self.state.events.as_ref().map_or(0, |e| e.receiver_count())
+    }
+
+    /// Sends `raw` (one or more SSE lines and blank lines) on every open event stream.
+    pub fn push_event(&self, raw: &str) {
+        let events = self
+            .state
+            .events
+            .as_ref()
+            .expect("a front with scripted events");
+        events.send(raw.to_owned()).expect("an open event stream");
     }
 
     pub fn acquires(&self) -> Vec<Value> {
@@ -137,6 +165,22 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
+    if let Some(events) = &state.events {
+        if request.method == "GET" && request.path.ends_with("/events") {
+            let mut pushed = events.subscribe();
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            while let Ok(raw) = pushed.recv().await {
+                if stream.write_all(raw.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+    }
     let is_acquire = request.method == "POST" && request.path.ends_with("/acquire");
     if is_acquire {
         let body = serde_json::from_slice(&request.body).unwrap_or(Value::Null);

@@ -196,3 +196,66 @@ async fn an_unreachable_service_means_lost_once_the_lease_has_run_out_by_our_clo
         cut_at.elapsed()
     );
 }
+
+/// The guard follows the lock's event stream: a cleanup request and then a force release
+/// reach it at once, though its next renewal is a minute away. The stream is the wire
+/// format the service sends, served by the front; renewals go to the real service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_on_the_lock_stream_reach_the_guard_before_any_renewal() {
+    let service = Service::zk().await;
+    let front = Flaky::with_scripted_events(service.base.clone()).await;
+    let guard = Client::new(&front.url)
+        .lock("evented")
+        .lease(Duration::from_secs(120))
+        .renew_every(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the guard's event stream",
+        || async { front.event_streams() == 1 },
+    )
+    .await;
+    let token = guard.fencing_token().0;
+    let lock = |state: &str, requestor: &str| {
+        format!(
+            r#"{{"name":"evented","state":"{state}","owner":"me","fencing_token":{token},"waiters":0,"requestor":{requestor}}}"#
+        )
+    };
+    let requestor = r#"{"owner":"boss","priority":9,"waiting_ms":30000,"forceful":false,"requested_at":null,"cleanup_deadline":null}"#;
+    // A heartbeat, an event from before the grant (ignored), then the cleanup request
+    // split across two writes.
+    front.push_event(": heartbeat\n\n");
+    let stale = lock("free", "null");
+    front.push_event(&format!(
+        "event: released\nid: {}\ndata: {{\"type\":\"released\",\"lock\":{stale}}}\n\n",
+        token - 1
+    ));
+    let cleanup = lock("held", requestor);
+    let text = format!("event: cleanup_requested\nid: {}\ndata: {{\"type\":\"cleanup_requested\",\"lock\":{cleanup}}}\n\n", token + 1);
+    let (first, second) = text.split_at(text.len() / 2);
+    front.push_event(first);
+    front.push_event(second);
+    let request = tokio::time::timeout(Duration::from_secs(5), guard.cleanup_requested())
+        .await
+        .expect("the cleanup request arrives by the stream");
+    assert_eq!(request.requestor.owner, "boss");
+    assert!(guard.loss().is_none(), "the stale event was ignored");
+    let gone =
+        r#"{"name":"evented","state":"free","fencing_token":null,"waiters":0,"requestor":null}"#;
+    front.push_event(&format!(
+        "event: force_released\nid: {}\ndata: {{\"type\":\"force_released\",\"lock\":{gone}}}\n\n",
+        token + 2
+    ));
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the loss arrives by the stream");
+    assert_eq!(
+        reason,
+        LossReason::Superseded {
+            event: Some("force_released".into()),
+            holder_token: None
+        }
+    );
+}
