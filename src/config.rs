@@ -9,7 +9,10 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "lockwarden",
     version,
-    about = "Named, leased, prioritised locks over HTTP, stored in ZooKeeper"
+    about = "Named, leased, prioritised locks over HTTP, stored in ZooKeeper",
+    after_help = "The client commands find the service at LOCKWARDEN_ADDR (default \
+                  http://127.0.0.1:8080) with the token LOCKWARDEN_TOKEN. \
+                  `lockwarden lock --help` lists the exit codes."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -234,3 +234,58 @@ fn hostname() -> String {
     let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
     String::from_utf8_lossy(&buffer[..end]).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<ClientCommand, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("lockwarden").chain(args.iter().copied()))?;
+        match cli.command {
+            Command::Client(command) => Ok(command),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_follows_the_name_with_or_without_a_double_dash() {
+        for args in [
+            &["lock", "a/b", "--lease", "2s", "--", "sh", "-c", "exit 7"][..],
+            &["lock", "a/b", "--lease", "2s", "sh", "-c", "exit 7"][..],
+        ] {
+            let Ok(ClientCommand::Lock(lock)) = parse(args) else {
+                panic!("{args:?}");
+            };
+            assert_eq!(lock.command, ["sh", "-c", "exit 7"]);
+            assert_eq!(lock.lease, Duration::from_secs(2));
+            assert_eq!(lock.wait, Duration::from_secs(10));
+            assert_eq!(lock.conflict_exit_code, exit::NOT_ACQUIRED);
+            assert_eq!(lock.on_cleanup, OnCleanup::Term);
+        }
+        let Ok(ClientCommand::Lock(lock)) = parse(&["lock", "a"]) else {
+            panic!("no command");
+        };
+        assert!(lock.command.is_empty());
+    }
+
+    #[test]
+    fn watch_takes_a_name_or_a_prefix() {
+        assert!(parse(&["watch", "a"]).is_ok());
+        assert!(parse(&["watch", "--prefix", "jobs/"]).is_ok());
+        assert!(parse(&["watch"]).is_err());
+        assert!(parse(&["watch", "a", "--prefix", "b"]).is_err());
+    }
+
+    #[test]
+    fn the_default_owner_is_user_at_host_colon_pid() {
+        let owner = default_owner();
+        assert!(
+            owner.ends_with(&format!(":{}", std::process::id())),
+            "{owner}"
+        );
+        assert!(owner.contains('@'), "{owner}");
+    }
+}
