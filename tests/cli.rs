@@ -289,3 +289,58 @@ async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStd
         .unwrap()
         .expect("watch keeps running")
 }
+
+async fn stdout_of(command: &mut Command) -> (i32, String) {
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the command finishes")
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    (output.status.code().unwrap(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_list_and_release_show_and_act_on_locks() {
+    let service = Service::zk().await;
+    let first = service.must_acquire("shown/a", "alice", 60_000).await;
+    service.must_acquire("shown/b", "bob", 60_000).await;
+    service.must_acquire("other", "carol", 60_000).await;
+
+    let (code, table) = stdout_of(cli(&service).args(["list", "--prefix", "shown/"])).await;
+    assert_eq!(code, 0);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "STATE", "OWNER", "TOKEN", "REMAINING", "WAITERS"]
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(rows[1][..3], ["shown/a", "held", "alice"]);
+    assert_eq!(rows[2][..3], ["shown/b", "held", "bob"]);
+    let (_, json) = stdout_of(cli(&service).args(["list", "--json"])).await;
+    let all: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 3);
+
+    let (code, json) = stdout_of(cli(&service).args(["status", "shown/a", "--json"])).await;
+    assert_eq!(code, 0);
+    let info: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(info["fencing_token"], first["fencing_token"]);
+    let (_, text) = stdout_of(cli(&service).args(["status", "shown/a"])).await;
+    assert!(text.contains("owner:         alice"), "{text}");
+
+    let wrong = uuid::Uuid::new_v4().to_string();
+    let refused = ["release", "shown/a", "--lease-id", &wrong];
+    let (code, _) = stdout_of(cli(&service).args(refused).stderr(Stdio::null())).await;
+    assert_eq!(
+        code,
+        i32::from(exit::NOT_ACQUIRED),
+        "another lease holds it"
+    );
+    let lease = first["lease_id"].as_str().unwrap();
+    let (code, _) =
+        stdout_of(cli(&service).args(["release", "shown/a", "--lease-id", lease])).await;
+    assert_eq!(code, 0);
+    assert_eq!(service.info("shown/a").await["state"], "free");
+}

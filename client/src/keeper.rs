@@ -151,8 +151,9 @@ pub(crate) async fn watch_events(mut watch: Watch, shared: std::sync::Arc<Shared
         let Some(lock) = &event.lock else {
             continue;
         };
-        // An event from before our grant (a zxid below our token) says nothing about it.
-        if event.kind != "snapshot" && event.id.is_some_and(|id| id < shared_token(&shared)) {
+        // An event from before our grant (a zxid below our token) says nothing about it;
+        // nor does a snapshot that old (an instance whose view lags behind the grant).
+        if event.id.is_some_and(|id| id < shared_token(&shared)) {
             continue;
         }
         if lock.state == LockState::Unknown {
