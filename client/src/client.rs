@@ -101,16 +101,15 @@ pub(crate) fn encode(name: &str) -> String {
     out
 }
 
-/// The pause before retry number `attempt` (0-based): exponential with full jitter, or
-/// the service's Retry-After when it gave one (capped, so a long one cannot stall us).
+/// The pause before retry number `attempt` (0-based): exponential with jitter, or the
+/// service's Retry-After when that is longer (capped, so a long one cannot stall us; and
+/// never shorter than the backoff, so `Retry-After: 0` cannot make us spin).
 pub(crate) fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    if let Some(after) = retry_after {
-        return after.min(MAX_BACKOFF);
-    }
     let cap = FIRST_BACKOFF
         .saturating_mul(1u32 << attempt.min(10))
         .min(MAX_BACKOFF);
-    cap.mul_f64(0.5 + fastrand::f64() / 2.0)
+    let jittered = cap.mul_f64(0.5 + fastrand::f64() / 2.0);
+    retry_after.map_or(jittered, |after| after.min(MAX_BACKOFF).max(jittered))
 }
 
 impl Client {
@@ -347,7 +346,7 @@ mod tests {
         assert!(backoff(0, None) <= FIRST_BACKOFF);
         assert!(backoff(30, None) <= MAX_BACKOFF);
         assert!(backoff(30, None) >= MAX_BACKOFF / 2);
-        assert_eq!(backoff(0, Some(Duration::ZERO)), Duration::ZERO);
+        assert!(backoff(0, Some(Duration::ZERO)) >= FIRST_BACKOFF / 2);
         assert_eq!(backoff(0, Some(Duration::from_secs(60))), MAX_BACKOFF);
     }
 }

@@ -30,6 +30,9 @@ struct State {
     turn: AtomicUsize,
     spoil: Mutex<Option<Spoil>>,
     gone: AtomicBool,
+    refuse_renewals: AtomicBool,
+    refused_renewals: AtomicUsize,
+    passed_renewals: AtomicUsize,
     acquires: Mutex<Vec<Value>>,
     /// The real answers to spoiled acquires.
     hidden: Mutex<Vec<Value>>,
@@ -56,6 +59,9 @@ impl Flaky {
             turn: AtomicUsize::new(0),
             spoil: Mutex::new(spoil),
             gone: AtomicBool::new(false),
+            refuse_renewals: AtomicBool::new(false),
+            refused_renewals: AtomicUsize::new(0),
+            passed_renewals: AtomicUsize::new(0),
             acquires: Mutex::new(Vec::new()),
             hidden: Mutex::new(Vec::new()),
             events: scripted.then(|| tokio::sync::broadcast::channel(16).0),
@@ -73,6 +79,17 @@ impl Flaky {
     /// From now on, closes every connection at once, as a dead service would.
     pub fn go_away(&self) {
         self.state.gone.store(true, Ordering::SeqCst);
+    }
+
+    /// While on, answers renewals 503 without passing them on.
+    pub fn refuse_renewals(&self, on: bool) {
+        self.state.refuse_renewals.store(on, Ordering::SeqCst);
+    }
+
+    /// Renewals answered 503 so far, and renewals passed on.
+    pub fn renewals(&self) -> (usize, usize) {
+        let refused = self.state.refused_renewals.load(Ordering::SeqCst);
+        (refused, self.state.passed_renewals.load(Ordering::SeqCst))
     }
 
     /// How many event streams are open on the front now.
@@ -180,6 +197,15 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
             }
             return;
         }
+    }
+    if request.path.ends_with("/renew") {
+        if state.refuse_renewals.load(Ordering::SeqCst) {
+            state.refused_renewals.fetch_add(1, Ordering::SeqCst);
+            let body = r#"{"error":{"code":"store_unavailable","message":"injected by the test"}}"#;
+            answer(&mut stream, 503, body, "retry-after: 0\r\n").await;
+            return;
+        }
+        state.passed_renewals.fetch_add(1, Ordering::SeqCst);
     }
     let is_acquire = request.method == "POST" && request.path.ends_with("/acquire");
     if is_acquire {

@@ -259,3 +259,37 @@ async fn events_on_the_lock_stream_reach_the_guard_before_any_renewal() {
         }
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_that_meet_503_are_retried_and_the_lease_is_kept() {
+    let service = Service::zk().await;
+    let front = Flaky::start(vec![service.base.clone()], None).await;
+    let guard = Client::new(&front.url)
+        .lock("bumpy")
+        .lease(Duration::from_secs(4))
+        .renew_every(Duration::from_millis(500))
+        .acquire()
+        .await
+        .unwrap();
+    front.refuse_renewals(true);
+    eventually(
+        Duration::from_secs(10),
+        "three refused renewals",
+        || async { front.renewals().0 >= 3 },
+    )
+    .await;
+    front.refuse_renewals(false);
+    let passed = front.renewals().1;
+    eventually(Duration::from_secs(10), "a renewal that passes", || async {
+        front.renewals().1 > passed
+    })
+    .await;
+    assert!(guard.loss().is_none(), "{:?}", guard.loss());
+    let info = service.info("bumpy").await;
+    assert_eq!(info["state"], "held");
+    assert_eq!(
+        info["fencing_token"].as_u64(),
+        Some(guard.fencing_token().0)
+    );
+    guard.release().await.unwrap();
+}
