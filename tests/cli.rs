@@ -344,3 +344,20 @@ async fn status_list_and_release_show_and_act_on_locks() {
     assert_eq!(code, 0);
     assert_eq!(service.info("shown/a").await["state"], "free");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_comes_from_lockwarden_token_or_the_flag() {
+    let service = Service::zk_with(|args| args.api_tokens = vec!["user-token".into()]).await;
+    let take = ["lock", "auth/x", "--", "true"];
+    let without = code(cli(&service).args(take).stderr(Stdio::null())).await;
+    assert_eq!(without, i32::from(exit::REFUSED));
+    let from_env = code(
+        cli(&service)
+            .args(take)
+            .env("LOCKWARDEN_TOKEN", "user-token"),
+    )
+    .await;
+    assert_eq!(from_env, 0);
+    let flag = ["lock", "auth/x", "--token", "user-token", "--", "true"];
+    assert_eq!(code(cli(&service).args(flag)).await, 0);
+}
