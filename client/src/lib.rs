@@ -1,4 +1,4 @@
-//! A Rust client for [lockwarden](https://example.invalid/lockwarden), an HTTP lock
+//! A Rust client for lockwarden, an HTTP lock
 //! service: named, leased, prioritised locks with fencing tokens.
 //!
 //! The crate owns the client side of the protocol: it takes a lock (retrying transient
