@@ -1,5 +1,5 @@
-//! A Rust client for lockwarden, an HTTP lock
-//! service: named, leased, prioritised locks with fencing tokens.
+//! A Rust client for lockwarden, an HTTP lock service: named, leased, prioritised locks
+//! with fencing tokens.
 //!
 //! The crate owns the client side of the protocol: it takes a lock (retrying transient
 //! failures with one `request_id`, so a retry never takes a second lease), renews the lease
