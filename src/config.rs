@@ -1,4 +1,5 @@
-//! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`.
+//! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`,
+//! beside `bench` and the client commands (`lock`, `status`, …; their flags are in `cli`).
 
 use std::net::SocketAddr;
 
@@ -8,7 +9,10 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "lockwarden",
     version,
-    about = "Named, leased, prioritised locks over HTTP, stored in ZooKeeper"
+    about = "Named, leased, prioritised locks over HTTP, stored in ZooKeeper",
+    after_help = "The client commands find the service at LOCKWARDEN_ADDR (default \
+                  http://127.0.0.1:8080) with the token LOCKWARDEN_TOKEN. \
+                  `lockwarden lock --help` lists the exit codes."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -21,6 +25,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Benchmark a running lockwarden (and the raw ZooKeeper floor beside it).
     Bench(crate::bench::BenchArgs),
+    #[command(flatten)]
+    Client(crate::cli::ClientCommand),
 }
 
 #[derive(Clone, Debug, Args)]
@@ -240,7 +246,7 @@ impl ServeArgs {
             .ok()
             .and_then(|cli| match cli.command {
                 Command::Serve(args) => Some(args),
-                Command::Bench(_) => None,
+                _ => None,
             })
             .expect("the defaults parse")
     }

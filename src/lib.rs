@@ -3,10 +3,12 @@
 //!
 //! Layers, from the inside out: [`model`] and [`record`] (values and their stored form),
 //! [`engine`] (the pure lock decision), [`store`] (versioned records with conditional writes),
-//! [`service`] (read, decide, write, retry), and [`api`] (HTTP).
+//! [`service`] (read, decide, write, retry), and [`api`] (HTTP). [`cli`] is the binary's client
+//! side, built on the `lockwarden-client` crate in `client/`.
 
 pub mod api;
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http_server;

@@ -23,8 +23,9 @@ fn main() -> ExitCode {
             builder
         }
         // The benchmark's client is one event loop: it shares the machine with the service
-        // and ZooKeeper, and threads of its own would take CPU from what it measures.
-        Command::Bench(_) => tokio::runtime::Builder::new_current_thread(),
+        // and ZooKeeper, and threads of its own would take CPU from what it measures. A
+        // client command is one small event loop too.
+        Command::Bench(_) | Command::Client(_) => tokio::runtime::Builder::new_current_thread(),
     }
     .enable_all()
     .build();
@@ -37,12 +38,15 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => lockwarden::server::serve(args, shutdown_signal()).await,
-            Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| ()),
+            Command::Serve(args) => lockwarden::server::serve(args, shutdown_signal())
+                .await
+                .map(|()| 0),
+            Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| 0),
+            Command::Client(command) => Ok(lockwarden::cli::run(command).await),
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("lockwarden: {error}");
             ExitCode::FAILURE

@@ -1,0 +1,291 @@
+//! The client side of the `lockwarden` binary: `lock` (run a command under a lock),
+//! `status`, `list`, `watch`, `release` and `force-release`, all built on the
+//! `lockwarden-client` crate. This module owns the flags, the exit codes and the wiring;
+//! `lock` and `child` own running a command under a lock, `show` the other commands.
+
+mod child;
+pub mod duration;
+mod lock;
+mod show;
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use lockwarden_client::{Client, Error};
+
+/// Exit codes. A command run under `lockwarden lock` passes its own status through, so
+/// the fixed codes are ones that commands rarely use (the sysexits values).
+pub mod exit {
+    /// The lock was not acquired (held, or the wait ran out); `-E` picks another.
+    pub const NOT_ACQUIRED: u8 = 1;
+    /// A usage error (clap's code).
+    pub const USAGE: u8 = 2;
+    /// The service refused the request (invalid input, a missing or wrong token).
+    pub const REFUSED: u8 = 65;
+    /// The service could not be reached, or stayed unavailable (503).
+    pub const UNREACHABLE: u8 = 69;
+    /// The lock was lost, or handed to a higher priority, while the command ran; the
+    /// command was told to stop.
+    pub const LOST: u8 = 75;
+    /// The command was found but could not be run.
+    pub const CANNOT_RUN: u8 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: u8 = 127;
+}
+
+/// The exit-code table, for `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  CMD's status  CMD ran while the lock was held (128+N when signal N killed it)
+  1             the lock was not acquired (held, or --wait ran out); -E picks another
+  2             usage error
+  65            the service refused the request (bad input, missing or wrong token)
+  69            the service could not be reached or stayed unavailable
+  75            the lock was lost or handed to a higher priority while CMD ran;
+                CMD was sent SIGTERM, then SIGKILL after the grace period
+  126, 127      CMD could not be run, or was not found
+  128+N         interrupted by signal N before the lock was acquired";
+
+/// Where the service is and how to authenticate; every client command takes these.
+#[derive(Clone, Debug, Args)]
+pub struct ClientArgs {
+    /// The service's URL.
+    #[arg(long, env = "LOCKWARDEN_ADDR", default_value = "http://127.0.0.1:8080")]
+    pub addr: String,
+    /// The bearer token (the admin token for force-release).
+    #[arg(long, env = "LOCKWARDEN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// How long to keep retrying while the service is unreachable or answers 503/429.
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub retry_for: Duration,
+}
+
+impl ClientArgs {
+    pub fn client(&self) -> Client {
+        let client = Client::new(&self.addr).retry_for(self.retry_for);
+        match &self.token {
+            Some(token) => client.token(token),
+            None => client,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnCleanup {
+    /// Stop CMD (SIGTERM, then SIGKILL when the cleanup window ends) and let go.
+    Term,
+    /// Keep running; the lock may then be revoked when the cleanup window ends.
+    Ignore,
+}
+
+/// Run a command while holding a lock.
+#[derive(Clone, Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct LockArgs {
+    /// The lock's name: parts of [A-Za-z0-9._-] joined by '/'.
+    pub name: String,
+    /// The lease; renewed every third of it while CMD runs.
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    pub lease: Duration,
+    /// How long to wait in the lock's queue when it is held (0s: do not wait).
+    #[arg(long, short = 'w', default_value = "10s", value_parser = duration::parse)]
+    pub wait: Duration,
+    /// A higher priority asks a lower holder to clean up and hand over.
+    #[arg(long, default_value_t = 0)]
+    pub priority: u32,
+    /// How long this holder gets to clean up when a higher priority asks.
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    pub cleanup: Duration,
+    /// Take the lock from a lower priority without waiting for its cleanup.
+    #[arg(long)]
+    pub forceful: bool,
+    /// What the lock is held for, as others see it.
+    #[arg(long, default_value = "")]
+    pub message: String,
+    /// Who holds the lock, as others see it [default: user@host:pid].
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// How long CMD gets between SIGTERM and SIGKILL [default: the rest of the cleanup
+    /// window when asked to clean up, 5s when the lock is lost].
+    #[arg(long, value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+    /// What to do when a higher priority asks for the lock.
+    #[arg(long, value_enum, default_value = "term")]
+    pub on_cleanup: OnCleanup,
+    /// The exit code when the lock is not acquired.
+    #[arg(short = 'E', long, default_value_t = exit::NOT_ACQUIRED)]
+    pub conflict_exit_code: u8,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The command to run under the lock, directly (not through a shell). Without it,
+    /// the lock is held until SIGINT or SIGTERM.
+    #[arg(value_name = "CMD", trailing_var_arg = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct StatusArgs {
+    pub name: String,
+    /// Print the service's JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ListArgs {
+    /// Only locks whose names start with this.
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+    /// Print the locks as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Clone, Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["name", "prefix"]))]
+pub struct WatchArgs {
+    /// The lock to watch.
+    pub name: Option<String>,
+    /// Watch every lock whose name starts with this instead.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Print each event's data as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ReleaseArgs {
+    pub name: String,
+    /// The lease to release (what `lockwarden lock` printed).
+    #[arg(long)]
+    pub lease_id: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ForceReleaseArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// The client commands, flattened into the binary's `Command`.
+#[derive(Clone, Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Run CMD while holding a lock (or hold it until interrupted).
+    Lock(LockArgs),
+    /// Show one lock.
+    Status(StatusArgs),
+    /// List held and expired locks.
+    List(ListArgs),
+    /// Print a lock's events (or those of every lock under a prefix), one line each.
+    Watch(WatchArgs),
+    /// Release a lease by its id.
+    Release(ReleaseArgs),
+    /// Release a lock whoever holds it (needs the admin token).
+    ForceRelease(ForceReleaseArgs),
+}
+
+/// Runs a client command; returns the exit code.
+pub async fn run(command: ClientCommand) -> u8 {
+    match command {
+        ClientCommand::Lock(args) => lock::run(args).await,
+        ClientCommand::Status(args) => show::status(args).await,
+        ClientCommand::List(args) => show::list(args).await,
+        ClientCommand::Watch(args) => show::watch(args).await,
+        ClientCommand::Release(args) => show::release(args).await,
+        ClientCommand::ForceRelease(args) => show::force_release(args).await,
+    }
+}
+
+/// The exit code for a failed call.
+pub fn exit_for(error: &Error, not_acquired: u8) -> u8 {
+    match error {
+        Error::NotAcquired { .. } => not_acquired,
+        Error::Refused { status: 409, .. } => exit::NOT_ACQUIRED,
+        Error::Unreachable(_) | Error::Unavailable { .. } => exit::UNREACHABLE,
+        Error::Refused { .. } | Error::InvalidArgument(_) | Error::Protocol(_) => exit::REFUSED,
+    }
+}
+
+/// `user@host:pid`, the default owner.
+pub fn default_owner() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("{user}@{}:{}", hostname(), std::process::id())
+}
+
+fn hostname() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length, and gethostname writes at most that.
+    let result = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    if result != 0 {
+        return "localhost".into();
+    }
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    String::from_utf8_lossy(&buffer[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<ClientCommand, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("lockwarden").chain(args.iter().copied()))?;
+        match cli.command {
+            Command::Client(command) => Ok(command),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_follows_the_name_with_or_without_a_double_dash() {
+        for args in [
+            &["lock", "a/b", "--lease", "2s", "--", "sh", "-c", "exit 7"][..],
+            &["lock", "a/b", "--lease", "2s", "sh", "-c", "exit 7"][..],
+        ] {
+            let Ok(ClientCommand::Lock(lock)) = parse(args) else {
+                panic!("{args:?}");
+            };
+            assert_eq!(lock.command, ["sh", "-c", "exit 7"]);
+            assert_eq!(lock.lease, Duration::from_secs(2));
+            assert_eq!(lock.wait, Duration::from_secs(10));
+            assert_eq!(lock.conflict_exit_code, exit::NOT_ACQUIRED);
+            assert_eq!(lock.on_cleanup, OnCleanup::Term);
+        }
+        let Ok(ClientCommand::Lock(lock)) = parse(&["lock", "a"]) else {
+            panic!("no command");
+        };
+        assert!(lock.command.is_empty());
+    }
+
+    #[test]
+    fn watch_takes_a_name_or_a_prefix() {
+        assert!(parse(&["watch", "a"]).is_ok());
+        assert!(parse(&["watch", "--prefix", "jobs/"]).is_ok());
+        assert!(parse(&["watch"]).is_err());
+        assert!(parse(&["watch", "a", "--prefix", "b"]).is_err());
+    }
+
+    #[test]
+    fn the_default_owner_is_user_at_host_colon_pid() {
+        let owner = default_owner();
+        assert!(
+            owner.ends_with(&format!(":{}", std::process::id())),
+            "{owner}"
+        );
+        assert!(owner.contains('@'), "{owner}");
+    }
+}

@@ -1,0 +1,192 @@
+//! The commands that look at locks or act on them by name: `status`, `list`, `watch`,
+//! `release` and `force-release`.
+
+use std::time::Duration;
+
+use lockwarden_client::{Event, LeaseId, LockInfo};
+
+use super::duration::show;
+use super::{exit, exit_for, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs, WatchArgs};
+
+fn fail(what: &str, error: &lockwarden_client::Error) -> u8 {
+    eprintln!("lockwarden: {what}: {error}");
+    exit_for(error, exit::NOT_ACQUIRED)
+}
+
+fn or_dash(value: Option<String>) -> String {
+    value
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn remaining(lock: &LockInfo) -> String {
+    or_dash(lock.remaining_ms.map(|ms| show(Duration::from_millis(ms))))
+}
+
+pub(super) async fn status(args: StatusArgs) -> u8 {
+    let lock = match args.client.client().status(&args.name).await {
+        Ok(lock) => lock,
+        Err(error) => return fail(&args.name, &error),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&lock).unwrap_or_default()
+        );
+        return 0;
+    }
+    println!("name:          {}", lock.name);
+    println!("state:         {}", lock.state);
+    println!("owner:         {}", or_dash(lock.owner.clone()));
+    println!(
+        "fencing token: {}",
+        or_dash(lock.fencing_token.map(|t| t.to_string()))
+    );
+    println!("remaining:     {}", remaining(&lock));
+    println!("priority:      {}", lock.priority);
+    println!("message:       {}", or_dash(Some(lock.message.clone())));
+    println!("waiters:       {}", lock.waiters);
+    if let Some(requestor) = &lock.requestor {
+        println!(
+            "requested by:  {} (priority {}), cleanup deadline {}",
+            requestor.owner,
+            requestor.priority,
+            or_dash(requestor.cleanup_deadline.clone())
+        );
+    }
+    0
+}
+
+pub(super) async fn list(args: ListArgs) -> u8 {
+    let client = args.client.client();
+    let mut locks = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        match client.list(&args.prefix, None, cursor.as_deref()).await {
+            Ok(page) => {
+                locks.extend(page.locks);
+                cursor = page.next_cursor;
+            }
+            Err(error) => return fail("listing locks", &error),
+        }
+        if cursor.is_none() {
+            break;
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&locks).unwrap_or_default()
+        );
+        return 0;
+    }
+    let rows: Vec<[String; 6]> = locks
+        .iter()
+        .map(|lock| {
+            [
+                lock.name.clone(),
+                lock.state.to_string(),
+                or_dash(lock.owner.clone()),
+                or_dash(lock.fencing_token.map(|t| t.to_string())),
+                remaining(lock),
+                lock.waiters.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "STATE", "OWNER", "TOKEN", "REMAINING", "WAITERS"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+    0
+}
+
+fn line(id: Option<u64>, kind: &str, lock: &LockInfo) -> String {
+    let mut text = format!(
+        "{} {kind} {} state={}",
+        or_dash(id.map(|id| id.to_string())),
+        lock.name,
+        lock.state
+    );
+    if let Some(owner) = &lock.owner {
+        text.push_str(&format!(" owner={owner}"));
+    }
+    if let Some(token) = lock.fencing_token {
+        text.push_str(&format!(" token={token}"));
+    }
+    if let Some(requestor) = &lock.requestor {
+        text.push_str(&format!(" requestor={}", requestor.owner));
+    }
+    if lock.waiters > 0 {
+        text.push_str(&format!(" waiters={}", lock.waiters));
+    }
+    text
+}
+
+fn print(event: &Event, json: bool) {
+    if json {
+        println!("{}", event.data);
+        return;
+    }
+    match &event.lock {
+        Some(lock) => println!("{}", line(event.id, &event.kind, lock)),
+        None if event.locks.is_empty() => println!(
+            "{} {} (no locks)",
+            or_dash(event.id.map(|id| id.to_string())),
+            event.kind
+        ),
+        None => {
+            for lock in &event.locks {
+                println!("{}", line(event.id, &event.kind, lock));
+            }
+        }
+    }
+}
+
+pub(super) async fn watch(args: WatchArgs) -> u8 {
+    let client = args.client.client();
+    let (mut watch, what) = match (&args.name, &args.prefix) {
+        (Some(name), _) => (client.watch(name), name.clone()),
+        (None, prefix) => {
+            let prefix = prefix.clone().unwrap_or_default();
+            (client.watch_prefix(&prefix), format!("prefix {prefix:?}"))
+        }
+    };
+    loop {
+        match watch.next().await {
+            Ok(event) => print(&event, args.json),
+            Err(error) => return fail(&format!("watching {what}"), &error),
+        }
+    }
+}
+
+pub(super) async fn release(args: ReleaseArgs) -> u8 {
+    let lease_id = LeaseId::new(args.lease_id);
+    match args.client.client().release(&args.name, &lease_id).await {
+        Ok(_) => {
+            println!("released {}", args.name);
+            0
+        }
+        Err(error) => fail(&args.name, &error),
+    }
+}
+
+pub(super) async fn force_release(args: ForceReleaseArgs) -> u8 {
+    match args.client.client().force_release(&args.name).await {
+        Ok(_) => {
+            println!("force-released {}", args.name);
+            0
+        }
+        Err(error) => fail(&args.name, &error),
+    }
+}
