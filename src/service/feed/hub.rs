@@ -105,7 +105,11 @@ impl State {
         let now = UnixMillis::now();
         let (locks, truncated) = match interest {
             Interest::Lock(name) => {
-                self.refresh(name).await?;
+                // The snapshot's id is at least the zxid of the state it shows, so that a
+                // client can tell that its own grant is in it; ids after it only grow.
+                if let Some(zxid) = self.refresh(name).await? {
+                    self.last = self.last.max(EventId { zxid, seq: 0 });
+                }
                 let known = &self.known[name];
                 (
                     vec![snapshot(name, &known.record, &known.queue, now)],
@@ -191,8 +195,9 @@ impl State {
         }
     }
 
-    /// Reads `name` and sends the events that its change since the last read makes.
-    async fn refresh(&mut self, name: &LockName) -> Result<(), StoreError> {
+    /// Reads `name` and sends the events that its change since the last read makes; the
+    /// zxid of the record's last write, if it has a record.
+    async fn refresh(&mut self, name: &LockName) -> Result<Option<i64>, StoreError> {
         let deadline = self.deadline();
         let stored = self.store.read(name, deadline).await?;
         let queue = match &stored {
@@ -228,7 +233,7 @@ impl State {
                 lock: lock.clone(),
             });
         }
-        Ok(())
+        Ok(zxid)
     }
 
     fn schedule_expiry(
