@@ -103,7 +103,10 @@ pub(crate) async fn renew(
                 shared.lose(LossReason::LeaseRanOut);
                 return;
             }
-            let timeout = (valid_until_at - now).min(RENEW_CALL_TIMEOUT);
+            // A call that hangs (its instance lost its ZooKeeper server, say) is given up
+            // after one renewal interval and sent again, rather than allowed to eat the
+            // rest of the lease.
+            let timeout = (valid_until_at - now).min(every.min(RENEW_CALL_TIMEOUT));
             let outcome = client
                 .call_once(reqwest::Method::POST, &path, Some(&body), timeout)
                 .await;
@@ -131,7 +134,10 @@ pub(crate) async fn renew(
                 Ok(answer) => answer.retry_after,
                 Err(_) => None,
             };
+            // Never wait longer than a quarter of the renewal interval: a `Retry-After` of a
+            // second is a hint for new work, not for a lease that may have less left.
             let pause = backoff(attempt, retry_after)
+                .min(every / 4)
                 .min(valid_until_at - Instant::now().min(valid_until_at));
             tokio::time::sleep(pause).await;
             attempt += 1;

@@ -4,6 +4,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod faults;
 mod flaky;
 
 use std::time::{Duration, Instant};

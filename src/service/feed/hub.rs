@@ -22,7 +22,7 @@ impl State {
                     None => return,
                 },
                 change = next_change(&mut self.changes) => self.on_change(change).await,
-                _ = tokio::time::sleep_until(next_expiry.into()) => self.expire_due(),
+                _ = tokio::time::sleep_until(next_expiry.into()) => self.expire_due().await,
                 _ = prune.tick() => self.prune(),
             }
         }
@@ -257,13 +257,23 @@ impl State {
         }
     }
 
-    fn expire_due(&mut self) {
+    async fn expire_due(&mut self) {
         let now = UnixMillis::now();
         while let Some((at, name)) = self.expiries.first().cloned() {
             if at > now.0 {
                 break;
             }
             self.expiries.pop_first();
+            if !self.known.contains_key(&name) {
+                continue;
+            }
+            // Read before saying so: a renewal this hub has not heard of yet (its watch
+            // was reconnecting, say) must not be reported as an expiry.
+            if let Err(error) = self.refresh(&name).await {
+                debug!(lock = %name, %error, "cannot check an expiry; trying again shortly");
+                self.expiries.insert((now.0 + 200, name));
+                continue;
+            }
             let Some(known) = self.known.get_mut(&name) else {
                 continue;
             };
