@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// /metrics is open.
     #[arg(long, env = "LOCKWARDEN_METRICS_TOKEN")]
     pub metrics_token: Option<String>,
+    /// Append the audit trail (admin actions and preemption takeovers, one JSON object per
+    /// line) to this file; without it, the trail goes to stderr (target lockwarden::audit).
+    #[arg(long, env = "LOCKWARDEN_AUDIT_LOG")]
+    pub audit_log: Option<std::path::PathBuf>,
     /// The secret that signs webhooks, as `whsec_<base64>`.
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET")]
     pub webhook_secret: Option<String>,

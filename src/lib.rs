@@ -7,6 +7,7 @@
 //! side, built on the `lockwarden-client` crate in `client/`.
 
 pub mod api;
+pub mod audit;
 pub mod bench;
 pub mod cli;
 pub mod config;

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tracing::info;
 
 use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
+use crate::audit::AuditLog;
 use crate::config::ServeArgs;
 use crate::http_server::{self, ConnectionLimits};
 use crate::seal::Sealer;
@@ -50,7 +51,8 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         max_waiters_per_lock: args.max_waiters_per_lock,
         max_waiting_calls: args.max_waiting_calls,
     };
-    let service = Arc::new(LockService::new(store, timing, events, metrics));
+    let audit = AuditLog::open(args.audit_log.as_deref())?;
+    let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));
     Ok(api::router(AppState {
         service,
         auth: Auth::new(&args.api_tokens, args.admin_token.as_deref())

@@ -67,6 +67,10 @@ pub struct Ticket {
     /// When the service received the call (epoch ms).
     #[serde(default)]
     pub received_at: i64,
+    /// Who made the call, for the audit trail of a takeover. Only the waiting call's own
+    /// task needs it, so it is not stored with the queue node.
+    #[serde(skip)]
+    pub actor: crate::audit::Actor,
 }
 
 impl Ticket {

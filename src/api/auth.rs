@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, ErrorCode};
+use crate::audit::Actor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -86,6 +87,20 @@ impl Auth {
             (false, true) => Ok(Role::User),
             (false, false) => Err(unauthorized("unknown token")),
         }
+    }
+}
+
+impl Auth {
+    /// The audit trail's name for a caller already resolved to `role` from `headers`: the
+    /// role, and the token by a digest prefix (never the token).
+    pub fn actor(&self, role: Role, headers: &HeaderMap, request_id: Option<String>) -> Actor {
+        let token = bearer(headers).ok().flatten();
+        let name = match (role, token) {
+            (Role::Admin, _) => "admin",
+            (Role::User, Some(_)) => "api",
+            (Role::User, None) => "none",
+        };
+        Actor::new(name, token, request_id)
     }
 }
 

@@ -196,6 +196,7 @@ impl AcquireBody {
             request_id,
             request_digest: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
             lease_id,
+            actor: Default::default(),
         })
     }
 }

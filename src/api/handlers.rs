@@ -17,7 +17,9 @@ use super::dto::{
 };
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, LockPath, QueryParams};
+use super::request_id::RequestId;
 use super::AppState;
+use crate::audit::Actor;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
 use crate::service::{Refusal, ServiceError};
 use crate::store::ListQuery;
@@ -28,13 +30,26 @@ pub const MAX_PAGE: usize = 1000;
 type Reply<T = Value> = Result<Json<T>, ApiError>;
 
 /// The authenticated caller of a `/v1` route.
-pub struct Caller(pub Role);
+pub struct Caller;
+
+/// The caller, as the audit trail names it (see `crate::audit::Actor`).
+pub struct Who(pub Role, pub Actor);
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
-        app.auth.caller(&parts.headers).map(Caller)
+        app.auth.caller(&parts.headers).map(|_| Caller)
+    }
+}
+
+impl FromRequestParts<AppState> for Who {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
+        let role = app.auth.caller(&parts.headers)?;
+        let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone());
+        Ok(Who(role, app.auth.actor(role, &parts.headers, request_id)))
     }
 }
 
@@ -47,11 +62,12 @@ fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
 
 pub async fn acquire(
     State(app): State<AppState>,
-    Caller(role): Caller,
+    Who(role, actor): Who,
     LockPath(name): LockPath,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Reply<Acquired> {
     let mut request = body.validate(app.limits)?;
+    request.actor = actor;
     if request.priority == Priority::OVERRIDE {
         require_admin(role, "priority 2147483647 (the SRE override)")?;
     }
@@ -141,11 +157,11 @@ pub async fn release(
 
 pub async fn force_release(
     State(app): State<AppState>,
-    Caller(role): Caller,
+    Who(role, actor): Who,
     LockPath(name): LockPath,
 ) -> Reply<Released> {
     require_admin(role, "force release")?;
-    let lock = app.service.force_release(&name).await?;
+    let lock = app.service.force_release(&name, &actor).await?;
     Ok(Json(Released {
         released: true,
         lock: LockInfo::of(&lock, None),

@@ -14,6 +14,7 @@ mod events;
 pub mod extract;
 mod handlers;
 pub mod json_int;
+pub mod request_id;
 
 pub use handlers::OPENAPI;
 
@@ -74,4 +75,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)
+        // Outermost, so that every response (errors and fallbacks too) carries the id.
+        .layer(axum::middleware::from_fn(request_id::layer))
 }

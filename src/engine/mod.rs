@@ -37,6 +37,8 @@ pub struct AcquireRequest {
     /// A digest of the request body, so a reused `request_id` with another body is caught.
     pub request_digest: String,
     pub lease_id: Option<LeaseId>,
+    /// Who calls, for the audit trail.
+    pub actor: crate::audit::Actor,
 }
 
 impl AcquireRequest {
@@ -60,6 +62,7 @@ impl AcquireRequest {
                 .map(|_| self.request_digest.clone()),
             wait_until: self.waiting_ms.map(|w| now.plus(w).0),
             received_at: now.0,
+            actor: self.actor.clone(),
         }
     }
 }

@@ -18,6 +18,7 @@ pub(super) fn request(owner: &str) -> AcquireRequest {
         request_id: None,
         request_digest: "d1".into(),
         lease_id: None,
+        actor: Default::default(),
     }
 }
 

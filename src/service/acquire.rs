@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tracing::{info, warn};
+use tracing::{info, warn, Instrument};
 
-use super::events::{audit_override, Metrics};
+use super::events::{AcquireAudit, Metrics};
 use super::leaving::UndoGrant;
 use super::replies::{Flight, OutcomeReceiver};
 use super::waiting::Cancelled;
@@ -34,13 +34,7 @@ impl LockService {
     ) -> AcquireOutcome {
         let received = Instant::now();
         if request.priority == Priority::OVERRIDE {
-            audit_override(
-                &name,
-                request.owner.as_str(),
-                None,
-                &request.message,
-                "requested",
-            );
+            request_audit(&name, &request).record(&self.audit, None, "requested");
         }
         // Whether this call has already been found to wait; then the task below goes straight
         // to the queue (it decides again there, after joining, on a fresh read).
@@ -83,7 +77,9 @@ impl LockService {
             }
         };
         let service = self.clone();
-        tokio::spawn(async move {
+        // The task keeps the request's span, so what it logs carries the request id.
+        tokio::spawn(
+            async move {
             let listeners = sender.clone();
             let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
             let immediate = match must_wait {
@@ -121,7 +117,9 @@ impl LockService {
                 }
             }
             sender.send_replace(Some(outcome));
-        });
+        }
+            .in_current_span(),
+        );
         outcome_of(receiver).await
     }
 
@@ -267,12 +265,9 @@ impl LockService {
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
                     if overriding {
-                        let previous = record.holder.as_ref().map(|h| h.owner.as_str());
-                        audit_override(
-                            name,
-                            request.owner.as_str(),
-                            previous,
-                            &request.message,
+                        request_audit(name, request).record(
+                            &self.audit,
+                            record.holder.as_ref(),
                             "granted",
                         );
                     }
@@ -310,5 +305,15 @@ async fn outcome_of(mut receiver: OutcomeReceiver) -> AcquireOutcome {
         Err(_) => Err(ServiceError::StoreUnavailable(
             "the acquire task ended without an outcome".into(),
         )),
+    }
+}
+
+fn request_audit<'a>(name: &'a LockName, request: &'a AcquireRequest) -> AcquireAudit<'a> {
+    AcquireAudit {
+        lock: name,
+        actor: &request.actor,
+        owner: request.owner.as_str(),
+        priority: request.priority.get(),
+        message: &request.message,
     }
 }

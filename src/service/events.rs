@@ -1,12 +1,12 @@
 //! What the service tells the outside world: lock events (delivered as webhooks by the
-//! `webhook` module), counters for `/metrics`, and the audit trail of SRE overrides.
+//! `webhook` module), counters for `/metrics`, and which acquire steps the audit trail
+//! records (see `crate::audit` for the trail itself).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tracing::info;
-
-use crate::model::{escape_for_log, LockName, UnixMillis};
+use crate::audit::{Actor, Affected, AuditLog, AuditRecord};
+use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::{Holder, Requestor};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,24 +158,44 @@ impl Metrics {
     }
 }
 
-/// Records one use of the SRE override priority. The caller's strings (owners and the
-/// free-text message) are escaped, so a message cannot add lines to the audit trail.
-pub fn audit_override(
-    lock: &LockName,
-    who: &str,
-    preempted: Option<&str>,
-    message: &str,
-    outcome: &str,
-) {
-    info!(
-        target: "lockwarden::audit",
-        action = "sre_override",
-        lock = %lock,
-        who = %escape_for_log(who),
-        credential = "admin",
-        preempted = %escape_for_log(preempted.unwrap_or("none")),
-        reason = %escape_for_log(message),
-        outcome = %outcome,
-        "SRE override"
-    );
+/// The audit trail's view of one acquire call: an SRE override at each step it takes, and
+/// any preemption that takes the lock from a live holder.
+pub struct AcquireAudit<'a> {
+    pub lock: &'a LockName,
+    pub actor: &'a Actor,
+    pub owner: &'a str,
+    pub priority: u32,
+    pub message: &'a str,
+}
+
+impl AcquireAudit<'_> {
+    /// `sre_override` for the override priority, `preemption_takeover` otherwise.
+    pub fn action(&self) -> &'static str {
+        if self.priority == Priority::OVERRIDE.get() {
+            "sre_override"
+        } else {
+            "preemption_takeover"
+        }
+    }
+
+    pub fn record(&self, log: &AuditLog, affected: Option<&Holder>, outcome: &str) {
+        log.record(&AuditRecord {
+            action: self.action(),
+            lock: self.lock.as_str(),
+            actor: self.actor,
+            owner: Some(self.owner),
+            priority: Some(self.priority),
+            affected: affected.map(affected_by),
+            reason: Some(self.message),
+            outcome,
+        });
+    }
+}
+
+/// How the trail names a holder an action displaced.
+pub fn affected_by(holder: &Holder) -> Affected {
+    Affected {
+        owner: holder.owner.clone(),
+        fencing_token: holder.fencing_token.map(|t| t.0),
+    }
 }

@@ -114,6 +114,7 @@ pub struct LockService {
     waiting_calls: Arc<tokio::sync::Semaphore>,
     /// The source of the event streams.
     pub feed: feed::Hub,
+    audit: Arc<crate::audit::AuditLog>,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).
@@ -216,7 +217,14 @@ impl LockService {
             // which `ServeArgs::check` counts in the collector's delay.
             cache: cache::RecordCache::new(store_timeout),
             local: cache::LocalWaiters::default(),
+            audit: Arc::new(crate::audit::AuditLog::Tracing),
         }
+    }
+
+    /// Where the audit trail goes (stderr, through tracing, unless set).
+    pub fn with_audit(mut self, audit: crate::audit::AuditLog) -> Self {
+        self.audit = Arc::new(audit);
+        self
     }
 
     fn deadline(&self) -> Instant {

@@ -5,11 +5,12 @@
 
 use std::time::Instant;
 
-use super::events::{EventKind, Metrics};
+use super::events::{affected_by, EventKind, Metrics};
 use super::{
     outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
     ServiceError, MAX_ROUNDS,
 };
+use crate::audit::{Actor, AuditRecord};
 use crate::engine::{self, ReleaseDecision, RenewDecision};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::{Forced, LockRecord};
@@ -74,12 +75,37 @@ impl LockService {
             .map(|(after, _)| after)
     }
 
-    /// An admin's force release; the holder is told `lock.revoked`.
-    pub async fn force_release(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
+    /// An admin's force release; the holder is told `lock.revoked`. Every call, whatever
+    /// its outcome, is on the audit trail.
+    pub async fn force_release(
+        &self,
+        name: &LockName,
+        actor: &Actor,
+    ) -> Result<LockSnapshot, ServiceError> {
         let received = Instant::now();
         let decide =
             |record: &LockRecord, queue: &[Waiter], _| engine::decide_force_release(record, queue);
-        let (after, removed) = self.let_go(name, decide, Some(Forced::Admin)).await?;
+        let result = self.let_go(name, decide, Some(Forced::Admin)).await;
+        let removed = result
+            .as_ref()
+            .ok()
+            .and_then(|(_, removed)| removed.as_ref());
+        let outcome = match (&result, removed) {
+            (Err(_), _) => "failed",
+            (Ok(_), Some(_)) => "released",
+            (Ok(_), None) => "already_free",
+        };
+        self.audit.record(&AuditRecord {
+            action: "force_release",
+            lock: name.as_str(),
+            actor,
+            owner: None,
+            priority: None,
+            affected: removed.and_then(|r| r.holder.as_ref()).map(affected_by),
+            reason: None,
+            outcome,
+        });
+        let (after, removed) = result?;
         if let Some(removed) = removed {
             self.emit(EventKind::Revoked, name, &removed, received);
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::cache::Notice;
-use super::events::{audit_override, EventKind, Metrics};
+use super::events::{AcquireAudit, EventKind, Metrics};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
     ServiceError,
@@ -275,15 +275,9 @@ impl LockService {
                     self.cache
                         .remember_with_rest(name, &landed, version, rest.clone());
                     if let Some(old) = revoked {
-                        if overriding {
-                            audit_override(
-                                name,
-                                &ticket.owner,
-                                Some(&old.owner),
-                                &ticket.message,
-                                "took over",
-                            );
-                        }
+                        // Taking the lock from a live holder is always on the trail, with or
+                        // without the override.
+                        ticket_audit(name, ticket).record(&self.audit, Some(&old), "took_over");
                         self.emit(
                             EventKind::Revoked,
                             name,
@@ -313,13 +307,10 @@ impl LockService {
                 {
                     state.was_requestor = true;
                     if overriding {
-                        let holder = written.holder.as_ref().map(|h| h.owner.as_str());
-                        audit_override(
-                            name,
-                            &ticket.owner,
-                            holder,
-                            &ticket.message,
-                            "asked the holder to clean up",
+                        ticket_audit(name, ticket).record(
+                            &self.audit,
+                            written.holder.as_ref(),
+                            "cleanup_requested",
                         );
                     }
                     if first {
@@ -385,5 +376,15 @@ impl LockService {
             lock,
             fresh: true,
         }
+    }
+}
+
+fn ticket_audit<'a>(name: &'a LockName, ticket: &'a Ticket) -> AcquireAudit<'a> {
+    AcquireAudit {
+        lock: name,
+        actor: &ticket.actor,
+        owner: &ticket.owner,
+        priority: ticket.priority,
+        message: &ticket.message,
     }
 }
