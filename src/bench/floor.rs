@@ -173,8 +173,13 @@ impl Bench {
             samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64()
         };
         let interleaved = format!(
-            "{} rounds, batches of {BATCH}, alternating floor, lockwarden and Curator",
-            rounds.len()
+            "{} rounds, batches of {BATCH}, alternating {}",
+            rounds.len(),
+            if curator.is_some() {
+                "floor, lockwarden and Curator"
+            } else {
+                "floor and lockwarden"
+            }
         );
         let floor = Row {
             per_second: rate(&floors),
