@@ -5,7 +5,7 @@ mod common;
 
 use common::receiver::SECRET;
 use common::{zk, Service};
-use lockwarden::bench::{run, BenchArgs};
+use lockwarden::bench::{run, run_report, BenchArgs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_runs_and_reports() {
@@ -50,4 +50,60 @@ async fn every_scenario_runs_and_reports() {
         .find(|r| r.scenario.starts_with("memory: list"))
         .unwrap();
     assert!(listing.note.starts_with("200 locks listed"), "{listing:?}");
+}
+
+/// The class path of Curator's driver, compiled into a temporary directory, when javac and
+/// Debian's Curator jars are present (as `scripts/bench` builds it).
+fn curator_classpath(dir: &std::path::Path) -> Option<String> {
+    let java = std::path::Path::new("/usr/share/java");
+    if !java.join("curator-recipes.jar").exists() {
+        return None;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let jars = std::fs::read_to_string(format!("{root}/bench/curator/jars")).ok()?;
+    let mut classpath = dir.display().to_string();
+    for jar in jars.split_whitespace() {
+        classpath.push_str(&format!(":{}/{jar}.jar", java.display()));
+    }
+    let compiled = std::process::Command::new("javac")
+        .args(["-nowarn", "-d"])
+        .arg(dir)
+        .args(["-cp", &classpath])
+        .arg(format!("{root}/bench/curator/CuratorBench.java"))
+        .status()
+        .ok()?;
+    compiled.success().then_some(classpath)
+}
+
+/// With Curator present, the yardstick gives every compared figure as ratios to Curator's
+/// and the floor's; without it, it says Curator was skipped. Short either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_yardstick_compares_with_curator_when_present() {
+    let svc = Service::zk().await;
+    let dir = std::env::temp_dir().join(format!("curator-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let classpath = curator_classpath(&dir);
+    let mut args = BenchArgs::quick(svc.base.clone(), zk::shared().connect_string());
+    args.scenarios = ["uncontended", "parallel", "contended"]
+        .map(String::from)
+        .to_vec();
+    args.clients = vec![2];
+    args.seconds = 0.3;
+    args.curator_classpath = classpath.clone();
+    let report = run_report(args).await.expect("the benchmark runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let uncontended = &report.yardstick[0];
+    assert!(uncontended.figure.starts_with("uncontended"), "{report:?}");
+    assert!(uncontended.to_floor > 0.0, "{uncontended:?}");
+    assert_eq!(report.yardstick.len(), 4, "p50, p99, parallel, contended");
+    if classpath.is_some() {
+        for ratio in &report.yardstick {
+            assert!(ratio.to_curator.unwrap_or(0.0) > 0.0, "{ratio:?}");
+        }
+        assert!(uncontended.to_curator_spread.is_some());
+        eprintln!("Curator was present and compared");
+    } else {
+        assert!(report.curator_skipped.is_some(), "{report:?}");
+        eprintln!("Curator is not installed here: skipped, as the report says");
+    }
 }

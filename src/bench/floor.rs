@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use zookeeper_client as zk;
 
+use super::curator::Curator;
 use super::scenarios::Bench;
-use super::stats::{per_op, server_counts};
+use super::stats::{per_op, percentile, server_counts};
 use super::{window, Row};
 
 impl Bench {
@@ -98,56 +99,134 @@ impl Bench {
         })
     }
 
-    /// The uncontended cycle, measured in alternating batches with the raw floor, so that
-    /// both see the same moments of a noisy machine. Returns the cycle's row and the floor's.
-    pub async fn uncontended(&self) -> Result<(Row, Row), String> {
+    /// The uncontended cycle, measured in `rounds` rounds of alternating batches with the
+    /// raw floor and (when given) Curator, so that all of them see the same moments of a noisy
+    /// machine. Each batch round-robin starts with a different one of them.
+    pub async fn uncontended(
+        &self,
+        mut curator: Option<&mut Curator>,
+    ) -> Result<Uncontended, String> {
         const BATCH: usize = 50;
+        let rounds = self.args.rounds.max(1);
+        let wanted = self.args.cycles.div_ceil(rounds).max(1);
         let mut client = self.client("u", "bench", None).await?;
         let path = self.floor_path("paired").await?;
         for _ in 0..self.args.warmup {
             client.cycle().await?;
             self.floor_cycle(&path).await?;
         }
-        let mut cycles = Vec::with_capacity(self.args.cycles);
-        let mut floors = Vec::with_capacity(self.args.cycles);
-        let before = server_counts(&self.args.zk);
-        while cycles.len() < self.args.cycles {
-            let batch = BATCH.min(self.args.cycles - cycles.len());
-            for _ in 0..batch {
-                let t = Instant::now();
-                client.cycle().await?;
-                cycles.push(t.elapsed());
-            }
-            for _ in 0..batch {
-                floors.push(self.floor_cycle(&path).await?);
-            }
+        if let Some(curator) = curator.as_deref_mut() {
+            let seconds = (self.args.seconds / 5.0).clamp(0.1, 2.0);
+            curator.warmup(self.args.warmup, seconds).await?;
         }
-        let after = server_counts(&self.args.zk);
-        // The floor's cycles are 2 writes each, counted by the server too.
+        let (mut cycles, mut floors, mut curators) = (Vec::new(), Vec::new(), Vec::new());
+        // Each round's samples: lockwarden's, the floor's and Curator's.
+        type Samples = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
+        let mut per_round: Vec<Samples> = (0..rounds).map(|_| Samples::default()).collect();
+        let (mut writes, mut reads) = (0.0, 0.0);
+        let mut batches = 0usize;
+        for (lw, floor, cur) in per_round.iter_mut() {
+            while lw.len() < wanted {
+                let batch = BATCH.min(wanted - lw.len());
+                for turn in 0..3 {
+                    match (batches + turn) % 3 {
+                        0 => {
+                            let before = server_counts(&self.args.zk);
+                            for _ in 0..batch {
+                                let t = Instant::now();
+                                client.cycle().await?;
+                                lw.push(t.elapsed());
+                            }
+                            let after = server_counts(&self.args.zk);
+                            writes += after.writes - before.writes;
+                            reads += after.reads - before.reads;
+                        }
+                        1 => {
+                            for _ in 0..batch {
+                                floor.push(self.floor_cycle(&path).await?);
+                            }
+                        }
+                        _ => {
+                            if let Some(curator) = curator.as_deref_mut() {
+                                cur.extend(curator.uncontended(batch).await?);
+                            }
+                        }
+                    }
+                }
+                batches += 1;
+            }
+            cycles.extend_from_slice(lw);
+            floors.extend_from_slice(floor);
+            curators.extend_from_slice(cur);
+        }
+        let rounds: Vec<Round> = per_round
+            .into_iter()
+            .map(|(mut lw, mut floor, mut cur)| Round {
+                lockwarden: (percentile(&mut lw, 50.0), percentile(&mut lw, 99.0)),
+                floor: (percentile(&mut floor, 50.0), percentile(&mut floor, 99.0)),
+                curator: (!cur.is_empty())
+                    .then(|| (percentile(&mut cur, 50.0), percentile(&mut cur, 99.0))),
+            })
+            .collect();
         let n = cycles.len();
-        let writes = (after.writes - before.writes - 2.0 * floors.len() as f64) / n as f64;
-        let reads = (after.reads - before.reads) / n as f64;
         let rate = |samples: &[Duration]| {
             samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64()
         };
-        let (cycle_rate, floor_rate) = (rate(&cycles), rate(&floors));
+        let interleaved = format!(
+            "{} rounds, batches of {BATCH}, alternating {}",
+            rounds.len(),
+            if curator.is_some() {
+                "floor, lockwarden and Curator"
+            } else {
+                "floor and lockwarden"
+            }
+        );
         let floor = Row {
-            per_second: floor_rate,
+            per_second: rate(&floors),
             zk_writes_per_op: 2.0,
             zk_reads_per_op: 0.0,
-            note: format!("batches of {BATCH}, alternating with the uncontended cycle's"),
+            note: interleaved.clone(),
             ..Row::of_samples(
                 "floor: ZK create+delete, interleaved with uncontended",
                 1,
                 &mut floors,
             )
         };
+        let curator = (!curators.is_empty()).then(|| Row {
+            per_second: rate(&curators),
+            zk_writes_per_op: f64::NAN,
+            zk_reads_per_op: f64::NAN,
+            note: interleaved,
+            ..Row::of_samples("curator: uncontended acquire+release", 1, &mut curators)
+        });
         let cycle = Row {
-            per_second: cycle_rate,
-            zk_writes_per_op: writes,
-            zk_reads_per_op: reads,
+            per_second: rate(&cycles),
+            // Counted around lockwarden's batches only.
+            zk_writes_per_op: writes / n.max(1) as f64,
+            zk_reads_per_op: reads / n.max(1) as f64,
             ..Row::of_samples("uncontended: acquire+release", 1, &mut cycles)
         };
-        Ok((cycle, floor))
+        Ok(Uncontended {
+            cycle,
+            floor,
+            curator,
+            rounds,
+        })
     }
+}
+
+/// One round's p50 and p99 (µs) of each side.
+#[derive(Clone, Debug)]
+pub struct Round {
+    pub lockwarden: (f64, f64),
+    pub floor: (f64, f64),
+    pub curator: Option<(f64, f64)>,
+}
+
+/// The uncontended cycle, the floor and Curator measured with it, and the rounds.
+pub struct Uncontended {
+    pub cycle: Row,
+    pub floor: Row,
+    pub curator: Option<Row>,
+    pub rounds: Vec<Round>,
 }

@@ -3,6 +3,11 @@
 //! Every run also measures the raw ZooKeeper floor (create+delete through the same client
 //! crate) in the same process, so ratios hold on a noisy machine, and reads ZooKeeper's
 //! `mntr` counters around each scenario to report writes and reads per cycle.
+//!
+//! Given Curator's class path (`--curator-classpath`, as `scripts/bench` does when Java and
+//! Debian's `libcurator-recipes-java` are present), it also measures Curator's
+//! `InterProcessMutex` in the same run and gives every lockwarden figure as a ratio to
+//! Curator's and to the floor's (the "yardstick").
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +16,7 @@ use clap::Args;
 use serde::Serialize;
 
 mod client;
+mod curator;
 mod floor;
 mod latency;
 mod memory;
@@ -59,6 +65,14 @@ pub struct BenchArgs {
     /// The service's process id, to report its resident memory (`memory` scenario).
     #[arg(long)]
     pub service_pid: Option<u32>,
+    /// Interleaved rounds of the uncontended cycle (floor, lockwarden and Curator alternating
+    /// in batches); its ratios are the median of the rounds' ratios.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// The class path of `CuratorBench` and Curator's jars: measures Curator's
+    /// InterProcessMutex in the same run. Without it, Curator is skipped with a note.
+    #[arg(long, env = "LOCKWARDEN_BENCH_CURATOR_CLASSPATH")]
+    pub curator_classpath: Option<String>,
 }
 
 /// One line of results.
@@ -102,6 +116,8 @@ impl BenchArgs {
             memory_locks: 200,
             memory_waiters: 20,
             service_pid: None,
+            rounds: 5,
+            curator_classpath: None,
         }
     }
 }
@@ -141,41 +157,255 @@ fn render(rows: &[Row]) -> String {
     out
 }
 
+/// One lockwarden figure beside Curator's and the floor's, and the ratios.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    pub figure: String,
+    pub unit: String,
+    pub lockwarden: f64,
+    pub curator: Option<f64>,
+    pub floor: f64,
+    /// lockwarden ÷ Curator (for the uncontended cycle, the median of the rounds' ratios).
+    pub to_curator: Option<f64>,
+    /// The rounds' lowest and highest lockwarden ÷ Curator (uncontended cycle only).
+    pub to_curator_spread: Option<(f64, f64)>,
+    /// lockwarden ÷ floor (for the uncontended cycle, the median of the rounds' ratios).
+    pub to_floor: f64,
+    pub to_floor_spread: Option<(f64, f64)>,
+    pub note: String,
+}
+
+/// Everything a run measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    pub yardstick: Vec<Ratio>,
+    /// Why Curator is missing, if it is.
+    pub curator_skipped: Option<String>,
+}
+
+fn render_yardstick(report: &Report) -> String {
+    let mut out = String::from(
+        "| figure | lockwarden | Curator | floor | lockwarden ÷ Curator | lockwarden ÷ floor | note |\n|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    let ratio = |r: Option<f64>, spread: Option<(f64, f64)>| match (r, spread) {
+        (Some(r), Some((lo, hi))) => format!("{r:.2}× ({lo:.2}–{hi:.2})"),
+        (Some(r), None) => format!("{r:.2}×"),
+        (None, _) => "–".into(),
+    };
+    for r in &report.yardstick {
+        out.push_str(&format!(
+            "| {} | {:.0} {} | {} | {:.0} | {} | {} | {} |\n",
+            r.figure,
+            r.lockwarden,
+            r.unit,
+            r.curator.map_or("–".into(), |c| format!("{c:.0}")),
+            r.floor,
+            ratio(r.to_curator, r.to_curator_spread),
+            ratio(Some(r.to_floor), r.to_floor_spread),
+            r.note
+        ));
+    }
+    if let Some(why) = &report.curator_skipped {
+        out.push_str(&format!("\nCurator skipped: {why}\n"));
+    }
+    out
+}
+
+/// The median of the rounds' ratios and their lowest and highest.
+fn median_spread(mut ratios: Vec<f64>) -> (f64, (f64, f64)) {
+    ratios.retain(|r| r.is_finite());
+    if ratios.is_empty() {
+        return (f64::NAN, (f64::NAN, f64::NAN));
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = if n % 2 == 1 {
+        ratios[n / 2]
+    } else {
+        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+    };
+    (median, (ratios[0], ratios[n - 1]))
+}
+
+/// The uncontended figures (p50 and p99) beside Curator's and the floor's.
+fn uncontended_ratios(u: &floor::Uncontended) -> Vec<Ratio> {
+    let pick = |p: (f64, f64), p99: bool| if p99 { p.1 } else { p.0 };
+    [false, true]
+        .into_iter()
+        .map(|p99| {
+            let (to_floor, floor_spread) = median_spread(
+                u.rounds
+                    .iter()
+                    .map(|r| pick(r.lockwarden, p99) / pick(r.floor, p99))
+                    .collect(),
+            );
+            let to_curator = u.curator.as_ref().map(|_| {
+                median_spread(
+                    u.rounds
+                        .iter()
+                        .filter_map(|r| Some(pick(r.lockwarden, p99) / pick(r.curator?, p99)))
+                        .collect(),
+                )
+            });
+            let of = |row: &Row| if p99 { row.p99_us } else { row.p50_us };
+            let floors = u
+                .rounds
+                .iter()
+                .map(|r| pick(r.floor, p99))
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), f| {
+                    (lo.min(f), hi.max(f))
+                });
+            Ratio {
+                figure: format!(
+                    "uncontended acquire+release, {}",
+                    if p99 { "p99" } else { "p50" }
+                ),
+                unit: "µs".into(),
+                lockwarden: of(&u.cycle),
+                curator: u.curator.as_ref().map(of),
+                floor: of(&u.floor),
+                to_curator: to_curator.map(|(r, _)| r),
+                to_curator_spread: to_curator.map(|(_, s)| s),
+                to_floor,
+                to_floor_spread: Some(floor_spread),
+                note: format!(
+                    "ratios: median (min–max) of {} interleaved rounds; lower is better; the floor's {} moved {:.0}–{:.0} µs across the rounds",
+                    u.rounds.len(),
+                    if p99 { "p99" } else { "p50" },
+                    floors.0,
+                    floors.1
+                ),
+            }
+        })
+        .collect()
+}
+
+/// A throughput figure beside Curator's and a floor's.
+fn throughput_ratio(
+    figure: String,
+    lockwarden: &Row,
+    curator: Option<&Row>,
+    floor: f64,
+    floor_is: &str,
+) -> Ratio {
+    let curator = curator.map(|c| c.per_second);
+    Ratio {
+        figure,
+        unit: "/s".into(),
+        lockwarden: lockwarden.per_second,
+        curator,
+        floor,
+        to_curator: curator.map(|c| lockwarden.per_second / c),
+        to_curator_spread: None,
+        to_floor: lockwarden.per_second / floor,
+        to_floor_spread: None,
+        note: format!("one run each, back to back; floor: {floor_is}; higher is better"),
+    }
+}
+
 /// Runs the chosen scenarios, prints the table and the JSON, and returns the rows.
 pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
+    run_report(args).await.map(|report| report.rows)
+}
+
+/// Runs the chosen scenarios, prints the tables and the JSON, and returns what it measured.
+pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     let bench = std::sync::Arc::new(scenarios::Bench::new(&args).await?);
-    let mut rows = Vec::new();
+    let mut report = Report::default();
+    let rows = &mut report.rows;
     let wants = |name: &str| args.scenarios.iter().any(|s| s == name);
+    let compared = ["uncontended", "parallel", "contended"]
+        .iter()
+        .any(|s| wants(s));
+    let mut curator = match (&args.curator_classpath, compared) {
+        (Some(classpath), true) => Some(curator::Curator::start(classpath, &args.zk).await?),
+        (None, true) => {
+            report.curator_skipped = Some(
+                "no --curator-classpath (scripts/bench passes it when java, javac and Debian's libcurator-recipes-java are present)".into(),
+            );
+            None
+        }
+        _ => None,
+    };
     let floor = bench.floor_sequential().await?;
     let floor_p50 = floor.p50_us;
     let floor_p99 = floor.p99_us;
+    let floor_rate = floor.per_second;
+    let mut floor_parallel = Vec::new();
     if wants("floor") {
         rows.push(floor);
         for &c in &args.clients {
-            rows.push(bench.floor_parallel(c).await?);
+            let row = bench.floor_parallel(c).await?;
+            floor_parallel.push((c, row.per_second));
+            rows.push(row);
         }
     }
     if wants("uncontended") {
-        let (mut row, paired) = bench.uncontended().await?;
-        row.note = format!(
+        let mut u = bench.uncontended(curator.as_mut()).await?;
+        let paired = &u.floor;
+        u.cycle.note = format!(
             "p50 {:.2}× and p99 {:.2}× the interleaved floor's; {:.2}× and {:.2}× the first floor's",
-            row.p50_us / paired.p50_us,
-            row.p99_us / paired.p99_us,
-            row.p50_us / floor_p50,
-            row.p99_us / floor_p99
+            u.cycle.p50_us / paired.p50_us,
+            u.cycle.p99_us / paired.p99_us,
+            u.cycle.p50_us / floor_p50,
+            u.cycle.p99_us / floor_p99
         );
-        rows.push(paired);
-        rows.push(row);
+        report.yardstick.extend(uncontended_ratios(&u));
+        rows.push(u.floor);
+        rows.push(u.cycle);
+        rows.extend(u.curator);
     }
-    if wants("parallel") {
+    let warm = (args.seconds / 5.0).clamp(0.1, 2.0);
+    let seconds = window(&args).as_secs_f64();
+    for (name, shared) in [("parallel", false), ("contended", true)] {
+        if !wants(name) {
+            continue;
+        }
         for &c in &args.clients {
-            rows.push(bench.parallel(c).await?);
+            let row = if shared {
+                bench.contended(c).await?
+            } else {
+                bench.parallel(c).await?
+            };
+            let theirs = match curator.as_mut() {
+                Some(curator) => Some(curator.timed(shared, c, warm, seconds).await?),
+                None => None,
+            };
+            let (figure, floor, floor_is) = if shared {
+                (
+                    format!("contended C={c}, one lock: hand-offs"),
+                    floor_rate,
+                    "sequential create+delete cycles".to_string(),
+                )
+            } else {
+                match floor_parallel.iter().find(|(fc, _)| *fc == c) {
+                    Some(&(_, rate)) => (
+                        format!("parallel C={c}, own locks: acquire+release pairs"),
+                        rate,
+                        format!("create+delete pairs, {c} in flight"),
+                    ),
+                    None => (
+                        format!("parallel C={c}, own locks: acquire+release pairs"),
+                        floor_rate,
+                        "sequential create+delete cycles (the parallel floor was not run)"
+                            .to_string(),
+                    ),
+                }
+            };
+            report.yardstick.push(throughput_ratio(
+                figure,
+                &row,
+                theirs.as_ref(),
+                floor,
+                &floor_is,
+            ));
+            rows.push(row);
+            rows.extend(theirs);
         }
     }
-    if wants("contended") {
-        for &c in &args.clients {
-            rows.push(bench.contended(c).await?);
-        }
+    if let Some(curator) = curator {
+        curator.quit().await;
     }
     if wants("handoff") {
         rows.push(bench.handoff().await?);
@@ -190,13 +420,16 @@ pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
                 .await?,
         );
     }
-    println!("{}", render(&rows));
-    let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+    println!("{}", render(&report.rows));
+    if !report.yardstick.is_empty() {
+        println!("{}", render_yardstick(&report));
+    }
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     println!("{json}");
     if let Some(path) = &args.json {
         std::fs::write(path, &json).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
-    Ok(rows)
+    Ok(report)
 }
 
 /// Time between a start and each scenario's end, for throughput runs.
