@@ -106,6 +106,20 @@ impl Cluster {
             proxies.push(mine);
             offsets.push(offset);
         }
+        // Up is not ready: a scenario starts once every instance has its ZooKeeper session
+        // (on a busy machine, the first session can take longer than a store timeout).
+        let http = super::http_client();
+        for instance in &started {
+            let url = format!("{}/readyz", instance.base());
+            super::eventually(Duration::from_secs(30), "an instance to be ready", || {
+                let (http, url) = (http.clone(), url.clone());
+                async move {
+                    let answer = http.get(url).send().await;
+                    answer.is_ok_and(|a| a.status() == reqwest::StatusCode::OK)
+                }
+            })
+            .await;
+        }
         Cluster {
             ensemble,
             proxies,
