@@ -109,19 +109,25 @@ impl AuditLog {
     }
 }
 
-/// The record as one JSON line, with its time. serde_json escapes control characters, so
-/// no string of the caller's can end the line; U+2028 and U+2029, which JSON allows raw
-/// but some readers take for line ends, are escaped as well.
+/// The record as one JSON line, with its time. serde_json escapes C0 control characters, so
+/// no string of the caller's can end the line; every other character that JSON allows raw
+/// but that could forge or hide text where the line is shown (DEL and C1 controls, U+2028
+/// and U+2029, bidirectional-text controls: `model::is_unsafe_char`) is escaped as well.
 fn line_of(record: &AuditRecord, at: OffsetDateTime) -> String {
     let time = at.format(&Rfc3339).unwrap_or_default();
     let mut value = serde_json::to_value(record).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
         object.insert("time".into(), time.into());
     }
-    value
-        .to_string()
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
+    let mut line = String::new();
+    for c in value.to_string().chars() {
+        if crate::model::is_unsafe_char(c) {
+            line.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            line.push(c);
+        }
+    }
+    line
 }
 
 #[cfg(test)]

@@ -67,7 +67,8 @@ async fn the_audit_line_of_an_override_stays_one_line() {
         reply["lock"]["message"], message,
         "the record keeps it as sent"
     );
-    let escaped = r"INC-9\nINFO lockwarden::audit: forged\r\u{2028}x\u{202e}y\\n";
+    // As the audit line's JSON writes it.
+    let escaped = r"INC-9\nINFO lockwarden::audit: forged\r\u2028x\u202ey\\n";
     eventually(WAIT, "the audit line", || async {
         let text = std::fs::read_to_string(log.path()).unwrap();
         text.lines()
