@@ -307,11 +307,12 @@ async fn the_sre_override_preempts_anything_and_is_audited() {
     hook.wait_for("lock.revoked", 1, WAIT).await;
     eventually(WAIT, "the audit line", || async {
         let text = std::fs::read_to_string(log.path()).unwrap();
+        // One JSON record per line (see the README's "Audit trail").
         text.lines().any(|line| {
-            line.contains("sre_override")
-                && line.contains("who=sre-oncall")
-                && line.contains("lock=db/primary")
-                && line.contains("preempted=batch")
+            line.contains(r#""action":"sre_override""#)
+                && line.contains(r#""owner":"sre-oncall""#)
+                && line.contains(r#""lock":"db/primary""#)
+                && line.contains(r#""owner":"batch""#)
                 && line.contains("INC-1234 failover")
         })
     })
