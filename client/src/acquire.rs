@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::client::{backoff, encode, Client};
+use crate::client::{encode, Client};
 use crate::error::Error;
 use crate::guard::{Grant, LockGuard};
 use crate::types::{FencingToken, LeaseId, LockInfo, RequestId};
@@ -145,35 +145,20 @@ impl LockRequest {
         let wait = self.wait.unwrap_or_default();
         let started = Instant::now();
         let deadline = started + wait + self.client.retry_budget();
-        let mut attempt = 0;
-        loop {
-            let sent_at = Instant::now();
-            let outcome = self
-                .client
-                .call_once(
-                    reqwest::Method::POST,
-                    &path,
-                    Some(&body),
-                    wait + ANSWER_MARGIN,
-                )
-                .await;
-            let (error, retry_after) = match outcome {
-                Ok(answer) if answer.status == 200 => {
-                    return self.granted(answer.body, started, sent_at);
-                }
-                Ok(answer) if !answer.is_transient() => return Err(answer.into_error()),
-                Ok(answer) => {
-                    let after = answer.retry_after;
-                    (answer.into_error(), after)
-                }
-                Err(text) => (Error::Unreachable(text), None),
-            };
-            let pause = backoff(attempt, retry_after);
-            if Instant::now() + pause >= deadline {
-                return Err(error);
-            }
-            tokio::time::sleep(pause).await;
-            attempt += 1;
+        let (answer, sent_at) = self
+            .client
+            .call_until(
+                reqwest::Method::POST,
+                &path,
+                Some(&body),
+                wait + ANSWER_MARGIN,
+                deadline,
+            )
+            .await?;
+        if answer.status == 200 {
+            self.granted(answer.body, started, sent_at)
+        } else {
+            Err(answer.into_error())
         }
     }
 

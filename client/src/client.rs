@@ -224,13 +224,27 @@ impl Client {
         body: Option<&Value>,
     ) -> Result<Answer, Error> {
         let deadline = Instant::now() + self.inner.retry_for;
+        self.call_until(method, path, body, CALL_TIMEOUT, deadline)
+            .await
+            .map(|(answer, _)| answer)
+    }
+
+    /// A call retried on transient failures (with backoff, honouring `Retry-After`) until
+    /// `deadline`; each try may take `timeout`. The answer comes with when its try was sent.
+    pub(crate) async fn call_until(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+        deadline: Instant,
+    ) -> Result<(Answer, Instant), Error> {
         let mut attempt = 0;
         loop {
-            let outcome = self
-                .call_once(method.clone(), path, body, CALL_TIMEOUT)
-                .await;
+            let sent_at = Instant::now();
+            let outcome = self.call_once(method.clone(), path, body, timeout).await;
             let (error, retry_after) = match outcome {
-                Ok(answer) if !answer.is_transient() => return Ok(answer),
+                Ok(answer) if !answer.is_transient() => return Ok((answer, sent_at)),
                 Ok(answer) => {
                     let after = answer.retry_after;
                     (answer.into_error(), after)

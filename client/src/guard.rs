@@ -146,37 +146,15 @@ impl LockGuard {
 
     /// Resolves when the lease is lost (and never, once it has been released).
     pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
-        let mut receiver = self.shared.lost.subscribe();
-        async move {
-            let seen = receiver
-                .wait_for(Option::is_some)
-                .await
-                .ok()
-                .and_then(|r| r.clone());
-            match seen {
-                Some(reason) => reason,
-                // The guard was released: a released lease is never lost.
-                None => std::future::pending().await,
-            }
-        }
+        // Once the guard is released, a released lease is never lost: it stays pending.
+        first_set(self.shared.lost.subscribe())
     }
 
     /// Resolves when a higher priority asks this holder to clean up and let go.
     pub fn cleanup_requested(
         &self,
     ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static {
-        let mut receiver: watch::Receiver<Option<CleanupRequest>> = self.shared.cleanup.subscribe();
-        async move {
-            let seen = receiver
-                .wait_for(Option::is_some)
-                .await
-                .ok()
-                .and_then(|r| r.clone());
-            match seen {
-                Some(request) => request,
-                None => std::future::pending().await,
-            }
-        }
+        first_set(self.shared.cleanup.subscribe())
     }
 
     /// Why the lease was lost, if it has been.
@@ -234,5 +212,18 @@ impl fmt::Debug for LockGuard {
             .field("name", &self.name)
             .field("fencing_token", &self.token)
             .finish_non_exhaustive()
+    }
+}
+
+/// The value a signal is first set to; pending for ever if it never is (its sender gone).
+async fn first_set<T: Clone>(mut receiver: watch::Receiver<Option<T>>) -> T {
+    let seen = receiver
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|r| r.clone());
+    match seen {
+        Some(value) => value,
+        None => std::future::pending().await,
     }
 }
