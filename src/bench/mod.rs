@@ -28,6 +28,11 @@ pub struct BenchArgs {
     /// The lockwarden to drive.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// More instances of the same service (same ZooKeeper): the measuring loops of the
+    /// parallel and contended scenarios are spread round-robin over `--url` and these, so a
+    /// run measures what several instances give together (`scripts/bench-scale`).
+    #[arg(long, value_delimiter = ',')]
+    pub also_url: Vec<String>,
     /// The ZooKeeper it uses (host:port): for the floor and the server counters.
     #[arg(long)]
     pub zk: String,
@@ -95,6 +100,7 @@ impl BenchArgs {
     pub fn quick(url: String, zk: String) -> BenchArgs {
         BenchArgs {
             url,
+            also_url: Vec::new(),
             zk,
             cycles: 30,
             warmup: 5,

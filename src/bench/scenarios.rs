@@ -126,7 +126,28 @@ impl Bench {
         owner: &str,
         waiting_ms: Option<u64>,
     ) -> Result<Client, String> {
-        let connection = Connection::open(&self.args.url, self.args.token.as_deref()).await?;
+        self.client_at(&self.args.url, name, owner, waiting_ms)
+            .await
+    }
+
+    /// The measuring loop `index`'s instance: `--url` and `--also-url` in turn.
+    fn instance_url(&self, index: usize) -> &str {
+        let count = 1 + self.args.also_url.len();
+        match index % count {
+            0 => &self.args.url,
+            other => &self.args.also_url[other - 1],
+        }
+    }
+
+    /// A client (as [`Bench::client`]) talking to the instance at `url`.
+    async fn client_at(
+        &self,
+        url: &str,
+        name: &str,
+        owner: &str,
+        waiting_ms: Option<u64>,
+    ) -> Result<Client, String> {
+        let connection = Connection::open(url, self.args.token.as_deref()).await?;
         let acquire =
             json!({"owner": owner, "lease_ms": 60_000, "waiting_ms": waiting_ms}).to_string();
         Ok(Client {
@@ -156,7 +177,8 @@ impl Bench {
                     };
                     let wait = shared.then_some(120_000);
                     let owner = format!("client-{c}");
-                    let mut client = bench.client(&name, &owner, wait).await?;
+                    let url = bench.instance_url(c).to_owned();
+                    let mut client = bench.client_at(&url, &name, &owner, wait).await?;
                     let mut warm = 0;
                     while Instant::now() < warm_end {
                         client.cycle().await?;
