@@ -107,3 +107,24 @@ async fn the_yardstick_compares_with_curator_when_present() {
         eprintln!("Curator is not installed here: skipped, as the report says");
     }
 }
+
+/// `--also-url` spreads the measuring loops over several instances: each of two instances
+/// grants some of a parallel run's locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_measuring_loops_are_spread_over_the_instances_given() {
+    let first = Service::zk().await;
+    let second = Service::zk().await;
+    let mut args = BenchArgs::quick(first.base.clone(), zk::shared().connect_string());
+    args.also_url = vec![second.base.clone()];
+    args.scenarios = vec!["parallel".into()];
+    args.clients = vec![4];
+    run(args).await.expect("the benchmark runs");
+    for service in [&first, &second] {
+        let metrics = service.metrics().await;
+        let grants: f64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("lockwarden_grants_total ")?.parse().ok())
+            .unwrap_or(0.0);
+        assert!(grants > 0.0, "{} granted nothing:\n{metrics}", service.base);
+    }
+}
