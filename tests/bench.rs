@@ -96,11 +96,17 @@ async fn the_yardstick_compares_with_curator_when_present() {
     assert!(uncontended.figure.starts_with("uncontended"), "{report:?}");
     assert!(uncontended.to_floor > 0.0, "{uncontended:?}");
     assert_eq!(report.yardstick.len(), 4, "p50, p99, parallel, contended");
+    for ratio in &report.yardstick {
+        assert!(
+            ratio.to_floor_spread.is_some(),
+            "every figure is the median of rounds, with their spread: {ratio:?}"
+        );
+    }
     if classpath.is_some() {
         for ratio in &report.yardstick {
             assert!(ratio.to_curator.unwrap_or(0.0) > 0.0, "{ratio:?}");
+            assert!(ratio.to_curator_spread.is_some(), "{ratio:?}");
         }
-        assert!(uncontended.to_curator_spread.is_some());
         eprintln!("Curator was present and compared");
     } else {
         assert!(report.curator_skipped.is_some(), "{report:?}");

@@ -8,7 +8,7 @@ use zookeeper_client as zk;
 use super::curator::Curator;
 use super::scenarios::Bench;
 use super::stats::{per_op, percentile, server_counts};
-use super::{window, Row};
+use super::Row;
 
 impl Bench {
     /// Makes this run's floor directory and returns the path one floor cycle uses.
@@ -59,9 +59,9 @@ impl Bench {
         })
     }
 
-    pub async fn floor_parallel(&self, clients: usize) -> Result<Row, String> {
+    pub async fn floor_parallel(&self, clients: usize, window: Duration) -> Result<Row, String> {
         let dir = format!("/{}-floor", self.run);
-        let end = Instant::now() + window(&self.args);
+        let end = Instant::now() + window;
         let before = server_counts(&self.args.zk);
         let tasks: Vec<_> = (0..clients)
             .map(|c| {
@@ -90,7 +90,7 @@ impl Bench {
             scenario: "floor: ZK create+delete, parallel".into(),
             clients,
             operations: total,
-            per_second: total as f64 / window(&self.args).as_secs_f64(),
+            per_second: total as f64 / window.as_secs_f64(),
             zk_writes_per_op: w,
             zk_reads_per_op: r,
             p50_us: f64::NAN,

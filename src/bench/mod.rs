@@ -22,6 +22,7 @@ mod latency;
 mod memory;
 mod scenarios;
 mod stats;
+mod throughput;
 
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
@@ -287,29 +288,6 @@ fn uncontended_ratios(u: &floor::Uncontended) -> Vec<Ratio> {
         .collect()
 }
 
-/// A throughput figure beside Curator's and a floor's.
-fn throughput_ratio(
-    figure: String,
-    lockwarden: &Row,
-    curator: Option<&Row>,
-    floor: f64,
-    floor_is: &str,
-) -> Ratio {
-    let curator = curator.map(|c| c.per_second);
-    Ratio {
-        figure,
-        unit: "/s".into(),
-        lockwarden: lockwarden.per_second,
-        curator,
-        floor,
-        to_curator: curator.map(|c| lockwarden.per_second / c),
-        to_curator_spread: None,
-        to_floor: lockwarden.per_second / floor,
-        to_floor_spread: None,
-        note: format!("one run each, back to back; floor: {floor_is}; higher is better"),
-    }
-}
-
 /// Runs the chosen scenarios, prints the table and the JSON, and returns the rows.
 pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
     run_report(args).await.map(|report| report.rows)
@@ -338,13 +316,13 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     let floor_p50 = floor.p50_us;
     let floor_p99 = floor.p99_us;
     let floor_rate = floor.per_second;
-    let mut floor_parallel = Vec::new();
     if wants("floor") {
         rows.push(floor);
-        for &c in &args.clients {
-            let row = bench.floor_parallel(c).await?;
-            floor_parallel.push((c, row.per_second));
-            rows.push(row);
+        // With the parallel figures, their floor is measured in each of their rounds.
+        if !wants("parallel") {
+            for &c in &args.clients {
+                rows.push(bench.floor_parallel(c, window(&args)).await?);
+            }
         }
     }
     if wants("uncontended") {
@@ -362,52 +340,27 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
         rows.push(u.cycle);
         rows.extend(u.curator);
     }
-    let warm = (args.seconds / 5.0).clamp(0.1, 2.0);
-    let seconds = window(&args).as_secs_f64();
     for (name, shared) in [("parallel", false), ("contended", true)] {
         if !wants(name) {
             continue;
         }
         for &c in &args.clients {
-            let row = if shared {
-                bench.contended(c).await?
+            let floor = if shared {
+                throughput::Floor::Fixed {
+                    rate: floor_rate,
+                    what: "sequential create+delete cycles",
+                }
+            } else if wants("floor") {
+                throughput::Floor::Parallel
             } else {
-                bench.parallel(c).await?
-            };
-            let theirs = match curator.as_mut() {
-                Some(curator) => Some(curator.timed(shared, c, warm, seconds).await?),
-                None => None,
-            };
-            let (figure, floor, floor_is) = if shared {
-                (
-                    format!("contended C={c}, one lock: hand-offs"),
-                    floor_rate,
-                    "sequential create+delete cycles".to_string(),
-                )
-            } else {
-                match floor_parallel.iter().find(|(fc, _)| *fc == c) {
-                    Some(&(_, rate)) => (
-                        format!("parallel C={c}, own locks: acquire+release pairs"),
-                        rate,
-                        format!("create+delete pairs, {c} in flight"),
-                    ),
-                    None => (
-                        format!("parallel C={c}, own locks: acquire+release pairs"),
-                        floor_rate,
-                        "sequential create+delete cycles (the parallel floor was not run)"
-                            .to_string(),
-                    ),
+                throughput::Floor::Fixed {
+                    rate: floor_rate,
+                    what: "sequential create+delete cycles (the parallel floor was not run)",
                 }
             };
-            report.yardstick.push(throughput_ratio(
-                figure,
-                &row,
-                theirs.as_ref(),
-                floor,
-                &floor_is,
-            ));
-            rows.push(row);
-            rows.extend(theirs);
+            let compared = throughput::compare(&bench, curator.as_mut(), shared, c, floor).await?;
+            report.yardstick.push(compared.ratio);
+            rows.extend(compared.rows);
         }
     }
     if let Some(curator) = curator {
@@ -441,4 +394,9 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
 /// Time between a start and each scenario's end, for throughput runs.
 fn window(args: &BenchArgs) -> Duration {
     Duration::from_secs_f64(args.seconds.max(0.1))
+}
+
+/// The warm-up before a throughput window: a fifth of it, within 0.1–2 s.
+fn warm_up(window: Duration) -> Duration {
+    Duration::from_secs_f64((window.as_secs_f64() / 5.0).clamp(0.1, 2.0))
 }

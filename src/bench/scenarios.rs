@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 use super::client::Connection;
 
 use super::stats::{jain, per_op, server_counts};
-use super::{window, BenchArgs, Row};
+use super::{BenchArgs, Row};
 
 /// One measuring loop's client: its own connection, and its requests prepared once.
 pub(super) struct Client {
@@ -163,9 +163,9 @@ impl Bench {
         self: &Arc<Self>,
         clients: usize,
         shared: bool,
+        window: Duration,
     ) -> Result<(Vec<Vec<Duration>>, Duration, usize), String> {
-        let warm_end =
-            Instant::now() + Duration::from_secs_f64((self.args.seconds / 5.0).clamp(0.1, 2.0));
+        let warm_end = Instant::now() + super::warm_up(window);
         let tasks: Vec<_> = (0..clients)
             .map(|c| {
                 let bench = self.clone();
@@ -184,7 +184,7 @@ impl Bench {
                         client.cycle().await?;
                         warm += 1;
                     }
-                    let end = warm_end + window(&bench.args);
+                    let end = warm_end + window;
                     let mut samples = Vec::new();
                     while Instant::now() < end {
                         samples.push(client.cycle().await?);
@@ -199,18 +199,19 @@ impl Bench {
             all.push(samples);
             warm += warmed;
         }
-        Ok((all, window(&self.args), warm))
+        Ok((all, window, warm))
     }
 
-    /// Runs `clients` loops for the window and reports them, with the server's counters.
+    /// Runs `clients` loops for `window` and reports them, with the server's counters.
     async fn throughput(
         self: &Arc<Self>,
         clients: usize,
         shared: bool,
         scenario: &str,
+        window: Duration,
     ) -> Result<(Row, Vec<usize>), String> {
         let before = server_counts(&self.args.zk);
-        let (per_client, span, warm) = self.loops(clients, shared).await?;
+        let (per_client, span, warm) = self.loops(clients, shared, window).await?;
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
@@ -225,9 +226,18 @@ impl Bench {
         Ok((row, counts))
     }
 
-    pub async fn parallel(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+    pub async fn parallel(
+        self: &Arc<Self>,
+        clients: usize,
+        window: Duration,
+    ) -> Result<Row, String> {
         let (row, _) = self
-            .throughput(clients, false, "parallel: own lock each, acquire+release")
+            .throughput(
+                clients,
+                false,
+                "parallel: own lock each, acquire+release",
+                window,
+            )
             .await?;
         Ok(Row {
             note: "p50/p99: the acquire".into(),
@@ -235,13 +245,18 @@ impl Bench {
         })
     }
 
-    pub async fn contended(self: &Arc<Self>, clients: usize) -> Result<Row, String> {
+    pub async fn contended(
+        self: &Arc<Self>,
+        clients: usize,
+        window: Duration,
+    ) -> Result<Row, String> {
         let before = self.handoff_writes().await;
         let (row, counts) = self
             .throughput(
                 clients,
                 true,
                 "contended: one lock, waiting acquire+release",
+                window,
             )
             .await?;
         let after = self.handoff_writes().await;

@@ -1,0 +1,148 @@
+//! The yardstick's throughput figures (parallel and contended), measured in interleaved
+//! rounds: each round gives lockwarden, Curator and (for the parallel figure) the raw floor
+//! one short window each, starting with a different side every round, so that a machine
+//! that gets busier or quieter during the run moves all three alike. The ratios reported are
+//! the median of the rounds' ratios, with their lowest and highest, as for the uncontended
+//! cycle. The rounds share the `--seconds` of a figure, so a run takes as long as before.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::curator::Curator;
+use super::scenarios::Bench;
+use super::{median_spread, Ratio, Row};
+
+/// What a throughput figure is compared with, besides Curator.
+pub(super) enum Floor {
+    /// The raw create+delete pairs/s with as many in flight as lockwarden has clients,
+    /// measured in each round.
+    Parallel,
+    /// One rate measured before (the sequential create+delete cycles: one lock's
+    /// hand-offs are serial like them).
+    Fixed { rate: f64, what: &'static str },
+}
+
+/// What the rounds of one figure measured, and how it compares.
+pub(super) struct Compared {
+    /// lockwarden's row, Curator's and the floor's (when measured in the rounds), each from
+    /// its median round.
+    pub rows: Vec<Row>,
+    pub ratio: Ratio,
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Floor,
+    Lockwarden,
+    Curator,
+}
+
+/// Measures one figure (`shared`: the contended one, else the parallel one) with `clients`.
+pub(super) async fn compare(
+    bench: &Arc<Bench>,
+    mut curator: Option<&mut Curator>,
+    shared: bool,
+    clients: usize,
+    floor: Floor,
+) -> Result<Compared, String> {
+    let args = &bench.args;
+    let rounds = args.rounds.max(1);
+    let window = Duration::from_secs_f64((args.seconds / rounds as f64).max(0.1));
+    let mut sides = vec![Side::Lockwarden];
+    if curator.is_some() {
+        sides.push(Side::Curator);
+    }
+    if matches!(floor, Floor::Parallel) {
+        sides.push(Side::Floor);
+    }
+    let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for turn in 0..sides.len() {
+            match sides[(round + turn) % sides.len()] {
+                Side::Lockwarden => ours.push(if shared {
+                    bench.contended(clients, window).await?
+                } else {
+                    bench.parallel(clients, window).await?
+                }),
+                Side::Curator => {
+                    if let Some(curator) = curator.as_deref_mut() {
+                        let warm = super::warm_up(window).as_secs_f64();
+                        let seconds = window.as_secs_f64();
+                        theirs.push(curator.timed(shared, clients, warm, seconds).await?);
+                    }
+                }
+                Side::Floor => floors.push(bench.floor_parallel(clients, window).await?),
+            }
+        }
+    }
+    let floor_rates: Vec<f64> = match &floor {
+        Floor::Parallel => floors.iter().map(|r| r.per_second).collect(),
+        Floor::Fixed { rate, .. } => vec![*rate; ours.len()],
+    };
+    let rate = |rows: &[Row]| rows.iter().map(|r| r.per_second).collect::<Vec<_>>();
+    let to_floor = median_spread(
+        ours.iter()
+            .zip(&floor_rates)
+            .map(|(o, f)| o.per_second / f)
+            .collect(),
+    );
+    let to_curator = (!theirs.is_empty()).then(|| {
+        median_spread(
+            ours.iter()
+                .zip(&theirs)
+                .map(|(o, t)| o.per_second / t.per_second)
+                .collect(),
+        )
+    });
+    let (figure, floor_is) = match (&floor, shared) {
+        (_, true) => (
+            format!("contended C={clients}, one lock: hand-offs"),
+            floor_name(&floor, clients),
+        ),
+        (_, false) => (
+            format!("parallel C={clients}, own locks: acquire+release pairs"),
+            floor_name(&floor, clients),
+        ),
+    };
+    let ratio = Ratio {
+        figure,
+        unit: "/s".into(),
+        lockwarden: median_spread(rate(&ours)).0,
+        curator: (!theirs.is_empty()).then(|| median_spread(rate(&theirs)).0),
+        floor: median_spread(floor_rates).0,
+        to_curator: to_curator.map(|(median, _)| median),
+        to_curator_spread: to_curator.map(|(_, spread)| spread),
+        to_floor: to_floor.0,
+        to_floor_spread: Some(to_floor.1),
+        note: format!(
+            "ratios: median (min–max) of {rounds} interleaved rounds of {:.1} s; floor: {floor_is}; higher is better",
+            window.as_secs_f64()
+        ),
+    };
+    let mut rows = vec![median_round(ours, rounds)];
+    rows.extend((!theirs.is_empty()).then(|| median_round(theirs, rounds)));
+    rows.extend((!floors.is_empty()).then(|| median_round(floors, rounds)));
+    Ok(Compared { rows, ratio })
+}
+
+fn floor_name(floor: &Floor, clients: usize) -> String {
+    match floor {
+        Floor::Parallel => format!("create+delete pairs, {clients} in flight, in each round"),
+        Floor::Fixed { what, .. } => (*what).to_string(),
+    }
+}
+
+/// The row of the round whose rate is the median (the lower middle one for an even count),
+/// noting the rounds' range.
+fn median_round(mut rows: Vec<Row>, rounds: usize) -> Row {
+    rows.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+    let (low, high) = (rows[0].per_second, rows[rows.len() - 1].per_second);
+    let mut median = rows.swap_remove((rows.len() - 1) / 2);
+    let range = format!("the median of {rounds} rounds (per s {low:.0}–{high:.0})");
+    median.note = if median.note.is_empty() {
+        range
+    } else {
+        format!("{range}; {}", median.note)
+    };
+    median
+}
