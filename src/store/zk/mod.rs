@@ -93,6 +93,14 @@ impl ZkStore {
             .ok_or(NoAnswer::NoSession)
     }
 
+    /// The primary session's client: for ephemeral nodes (see `session.rs`).
+    async fn primary_client(&self, deadline: Instant) -> Result<zk::Client, NoAnswer> {
+        self.session
+            .primary(deadline)
+            .await
+            .ok_or(NoAnswer::NoSession)
+    }
+
     async fn within<T>(
         deadline: Instant,
         call: impl Future<Output = Result<T, zk::Error>>,

@@ -82,8 +82,10 @@ impl ZkStore {
             }
         }
         for _ in 0..4 {
+            // The waiter's node must live and die with the primary session, never with a
+            // stand-in (see `session.rs`).
             let client = self
-                .client(deadline)
+                .primary_client(deadline)
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
             match Self::within(
@@ -251,8 +253,10 @@ impl ZkStore {
         seen: Option<Version>,
         until: Instant,
     ) -> Result<Wake, StoreError> {
+        // Watches go on the primary session, which sets them again when it reconnects; a
+        // stand-in's watches would end with it (see `session.rs`).
         let client = self
-            .client(until)
+            .primary_client(until)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
         let (path, woken) = match watch {

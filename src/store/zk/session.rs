@@ -4,6 +4,27 @@
 //! watches the session state and replaces the client. Callers take a cheap clone of the
 //! current client per request; while there is none, the store is unavailable. Dropping the
 //! [`ZkSession`] stops the supervisor and closes the session.
+//!
+//! **The stand-in.** When the primary session's connection drops (its server died or left
+//! the quorum during a leader election), zookeeper-client resumes the session on its own
+//! schedule: every server once at once, then again after 300–400 ms, then after 600–700 ms
+//! more. An election that ends just after the second round leaves the instance without
+//! ZooKeeper for over a second, longer than a 1 s lease. So while the primary is
+//! disconnected, the supervisor also tries to open a *fresh* session every
+//! `STAND_IN_PAUSE` (each try asks every server once, at once), and once one is open, caught
+//! up (`sync`) and the primary still disconnected, [`ZkSession::client`] hands it out. When
+//! the primary is back (or gone for good), the stand-in is dropped, which closes its session.
+//! Why this keeps every guarantee:
+//! - **It never owns an ephemeral node.** Waiter nodes are created only through
+//!   [`ZkSession::primary`], so a waiter's place lives and dies with the primary session,
+//!   as before; the stand-in's end deletes nothing.
+//! - **Writes stay conditional and on the session of their read** (`client_for` in
+//!   `write.rs`): a write planned on a record read through the stand-in goes out on the
+//!   stand-in or not at all, and one planned on the primary waits for the primary. Two
+//!   sessions change nothing about which conditional write lands.
+//! - **It reads nothing older than the primary saw.** Its first request is a `sync`, so the
+//!   server it reached has applied every write committed before the outage, and a session
+//!   never reads backwards after that.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,8 +40,14 @@ pub struct ZkSession {
     stop: watch::Sender<bool>,
 }
 
+/// How long one try to open a stand-in session may take, and the pause between tries.
+const STAND_IN_TRY: Duration = Duration::from_millis(500);
+const STAND_IN_PAUSE: Duration = Duration::from_millis(50);
+
 struct Shared {
     current: watch::Sender<Option<zk::Client>>,
+    /// A fresh session that serves while `current` is disconnected (see the module doc).
+    stand_in: watch::Sender<Option<zk::Client>>,
     connect: String,
     session_timeout: Duration,
     access: ZkAccess,
@@ -39,6 +66,7 @@ impl ZkSession {
     pub fn start(connect: String, session_timeout: Duration, access: ZkAccess) -> Self {
         let shared = Arc::new(Shared {
             current: watch::Sender::new(None),
+            stand_in: watch::Sender::new(None),
             connect,
             session_timeout,
             access,
@@ -49,8 +77,40 @@ impl ZkSession {
         ZkSession { shared, stop }
     }
 
-    /// The live client; while a session is being (re)built, waits for it until `deadline`.
+    /// The client for a request: the primary session's, or the stand-in's while the primary
+    /// is disconnected and a stand-in is connected. Never for creating an ephemeral node.
+    /// While neither is connected, waits (until `deadline`) for whichever comes first, so
+    /// that a request is not parked on a connection that a stand-in may overtake.
     pub async fn client(&self, deadline: Instant) -> Option<zk::Client> {
+        let primary = self.primary(deadline).await?;
+        if primary.state() != zk::SessionState::Disconnected {
+            return Some(primary);
+        }
+        let mut stand_ins = self.shared.stand_in.subscribe();
+        let mut states = primary.state_watcher();
+        let usable = async {
+            loop {
+                let stand_in = stand_ins.borrow_and_update().clone();
+                if let Some(stand_in) =
+                    stand_in.filter(|s| s.state() == zk::SessionState::SyncConnected)
+                {
+                    return stand_in;
+                }
+                if states.peek_state() != zk::SessionState::Disconnected {
+                    return primary.clone();
+                }
+                tokio::select! {
+                    _ = stand_ins.changed() => {}
+                    _ = states.changed() => {}
+                }
+            }
+        };
+        tokio::time::timeout_at(deadline.into(), usable).await.ok()
+    }
+
+    /// The primary session's client, for what must live and die with it (waiter nodes);
+    /// while a session is being (re)built, waits for it until `deadline`.
+    pub async fn primary(&self, deadline: Instant) -> Option<zk::Client> {
         let mut current = self.shared.current.subscribe();
         let ready = current.wait_for(Option::is_some);
         let client = match tokio::time::timeout_at(deadline.into(), ready).await {
@@ -112,15 +172,89 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
         info!(session = %client.session_id(), "connected to ZooKeeper");
         let mut states = client.state_watcher();
         shared.set(Some(client.clone()));
+        let mut stand_in: Option<tokio::task::JoinHandle<()>> = None;
         while !client.state().is_terminated() {
             tokio::select! {
                 _ = stopped.changed() => return,
-                state = states.changed() => if state.is_terminated() { break },
+                state = states.changed() => {
+                    if state.is_terminated() {
+                        break;
+                    }
+                    let idle = stand_in.as_ref().is_none_or(|task| task.is_finished());
+                    if state == zk::SessionState::Disconnected && idle {
+                        let task = stand_in_while_disconnected(
+                            shared.clone(),
+                            client.clone(),
+                            stopped.clone(),
+                        );
+                        stand_in = Some(tokio::spawn(task));
+                    }
+                },
                 _ = shared.suspect.notified() => {}
             }
         }
+        if let Some(task) = stand_in {
+            task.abort();
+        }
+        shared.stand_in.send_replace(None);
         warn!(session = %client.session_id(), state = ?client.state(),
             "ZooKeeper session ended; building a new one");
         shared.set(None);
     }
+}
+
+/// While `primary` is disconnected: opens a fresh session (see the module doc), offers it as
+/// the stand-in, and withdraws it (closing its session) once the primary is connected again
+/// or has ended.
+async fn stand_in_while_disconnected(
+    shared: Arc<Shared>,
+    primary: zk::Client,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut states = primary.state_watcher();
+    let back = async move {
+        while states.state() == zk::SessionState::Disconnected {
+            states.changed().await;
+        }
+    };
+    tokio::pin!(back);
+    let stand_in = loop {
+        let attempt = async {
+            let connector = zk::Client::connector()
+                .with_session_timeout(shared.session_timeout)
+                .with_fail_eagerly();
+            let client = shared
+                .access
+                .authenticate(connector)
+                .connect(&shared.connect)
+                .await
+                .ok()?;
+            client.sync("/").await.ok()?;
+            Some(client)
+        };
+        tokio::select! {
+            _ = &mut back => return,
+            _ = stopped.changed() => return,
+            opened = tokio::time::timeout(STAND_IN_TRY, attempt) => {
+                if let Ok(Some(client)) = opened {
+                    break client;
+                }
+            }
+        }
+        tokio::select! {
+            _ = &mut back => return,
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep(STAND_IN_PAUSE) => {}
+        }
+    };
+    info!(session = %stand_in.session_id(), primary = %primary.session_id(),
+        "the ZooKeeper session is disconnected; a stand-in session serves meanwhile");
+    shared.stand_in.send_replace(Some(stand_in));
+    tokio::select! {
+        _ = &mut back => {}
+        _ = stopped.changed() => {}
+    }
+    shared.stand_in.send_replace(None);
+    info!(primary = %primary.session_id(), state = ?primary.state(),
+        "the stand-in ZooKeeper session is closed");
 }
