@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::model::LockName;
+use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::Version;
 use crate::waiter::{Ticket, Waiter};
@@ -78,6 +78,17 @@ impl RecordCache {
         let entry = entries.get(name)?;
         (entry.at.elapsed() < self.max_age)
             .then(|| (entry.record.clone(), entry.version, entry.rest.clone()))
+    }
+
+    /// How many remembered records have a holder whose lease has not run out at `now`:
+    /// the locks held as far as this instance knows. (A scrape walks every entry, under the
+    /// lock, once: at most `MAX_ENTRIES`.)
+    pub fn held(&self, now: UnixMillis) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .values()
+            .filter(|entry| crate::engine::live_holder(&entry.record, now).is_some())
+            .count()
     }
 
     pub fn forget(&self, name: &LockName) {

@@ -3,7 +3,8 @@
 //! A `zookeeper_client::Client` whose session expired never recovers, so a supervisor task
 //! watches the session state and replaces the client. Callers take a cheap clone of the
 //! current client per request; while there is none, the store is unavailable. Dropping the
-//! [`ZkSession`] stops the supervisor and closes the session.
+//! [`ZkSession`] stops the supervisor and closes the session. The supervisor also keeps the
+//! session-state gauge of `/metrics`, since it sees every change of state.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use tracing::{info, warn};
 use zookeeper_client as zk;
 
 use super::access::ZkAccess;
+use crate::metrics::zookeeper::{SessionState, ZkMetrics};
 
 pub struct ZkSession {
     shared: Arc<Shared>,
@@ -25,6 +27,7 @@ struct Shared {
     session_timeout: Duration,
     access: ZkAccess,
     suspect: Notify,
+    metrics: ZkMetrics,
 }
 
 impl Shared {
@@ -36,13 +39,19 @@ impl Shared {
 impl ZkSession {
     /// Starts the supervisor. The first connection is made in the background, so the service
     /// can start (and answer 503) while ZooKeeper is down.
-    pub fn start(connect: String, session_timeout: Duration, access: ZkAccess) -> Self {
+    pub fn start(
+        connect: String,
+        session_timeout: Duration,
+        access: ZkAccess,
+        metrics: ZkMetrics,
+    ) -> Self {
         let shared = Arc::new(Shared {
             current: watch::Sender::new(None),
             connect,
             session_timeout,
             access,
             suspect: Notify::new(),
+            metrics,
         });
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(supervise(shared.clone(), stopped));
@@ -85,6 +94,7 @@ impl Drop for ZkSession {
 async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let mut backoff = Duration::from_millis(50);
     while !*stopped.borrow() {
+        shared.metrics.session(SessionState::Connecting);
         let connector = zk::Client::connector()
             .with_session_timeout(shared.session_timeout)
             .with_fail_eagerly();
@@ -112,15 +122,30 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
         info!(session = %client.session_id(), "connected to ZooKeeper");
         let mut states = client.state_watcher();
         shared.set(Some(client.clone()));
+        shared.metrics.session(gauged(client.state()));
         while !client.state().is_terminated() {
             tokio::select! {
                 _ = stopped.changed() => return,
-                state = states.changed() => if state.is_terminated() { break },
+                state = states.changed() => {
+                    if state.is_terminated() { break }
+                    shared.metrics.session(gauged(state));
+                }
                 _ = shared.suspect.notified() => {}
             }
         }
         warn!(session = %client.session_id(), state = ?client.state(),
             "ZooKeeper session ended; building a new one");
         shared.set(None);
+    }
+}
+
+/// The state `/metrics` shows for a live session's client state. A terminated session is
+/// about to be replaced, which the supervisor shows as `connecting`.
+fn gauged(state: zk::SessionState) -> SessionState {
+    match state {
+        zk::SessionState::SyncConnected => SessionState::Connected,
+        zk::SessionState::ConnectedReadOnly => SessionState::ReadOnly,
+        zk::SessionState::Disconnected => SessionState::Disconnected,
+        _ => SessionState::Connecting,
     }
 }
