@@ -274,6 +274,19 @@ impl Metrics {
         self.holds.at(end).observe(millis as f64 / 1000.0);
     }
 
+    /// A caller took the lock from `holder` at `now`: from a live holder (`live`, a
+    /// preemptor's takeover), or from one whose lease had run out (a lazy expiry).
+    pub fn taken_from(&self, holder: &Holder, live: bool, now: UnixMillis) {
+        let end = if live {
+            self.takeovers.inc();
+            HoldEnd::TakenOver
+        } else {
+            self.expirations.inc();
+            HoldEnd::Expired
+        };
+        self.hold_ended(end, holder, now);
+    }
+
     /// Every family, in the format asked for.
     pub fn render(&self, format: Format) -> String {
         let families = self.registry.gather();

@@ -18,7 +18,7 @@ use super::{
     MAX_ROUNDS,
 };
 use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
-use crate::metrics::{HoldEnd, WaitOutcome};
+use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::Stored;
@@ -287,8 +287,7 @@ impl LockService {
                     // A fresh grant over a holder means its lease had run out (a live one is
                     // never granted over without waiting): a lazy expiry.
                     if let (true, Some(expired)) = (fresh, &record.holder) {
-                        self.metrics.expirations.inc();
-                        self.metrics.hold_ended(HoldEnd::Expired, expired, now);
+                        self.metrics.taken_from(expired, false, now);
                     }
                     self.cache.remember(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);

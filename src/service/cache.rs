@@ -255,3 +255,30 @@ impl Drop for PendingHandOff<'_> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Expiry, Holder};
+
+    #[test]
+    fn only_remembered_records_with_a_running_lease_count_as_held() {
+        let cache = RecordCache::new(Duration::from_secs(1));
+        let held_until = |at| {
+            LockRecord::held_by(Holder {
+                expires: Expiry::At(UnixMillis(at)),
+                ..Holder::minimal("o")
+            })
+        };
+        let name = |n: &str| LockName::parse(n).unwrap();
+        cache.remember(&name("running"), &held_until(2_000), Version::plain(2));
+        cache.remember(&name("ran-out"), &held_until(1_000), Version::plain(2));
+        cache.remember(&name("free"), &LockRecord::default(), Version::plain(2));
+        assert_eq!(cache.held(UnixMillis(1_500)), 1);
+        assert_eq!(
+            cache.held(UnixMillis(2_000)),
+            0,
+            "a lease ends at its expiry"
+        );
+    }
+}

@@ -16,7 +16,7 @@ use super::{
     ServiceError,
 };
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure, Watch};
-use crate::metrics::{HoldEnd, WaitLimit, Wakeup};
+use crate::metrics::{WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Stored, Version, Wake, WriteOutcome};
@@ -269,17 +269,11 @@ impl LockService {
                 }) => {
                     let version = Version::written(version, session);
                     self.metrics.handoffs.inc();
-                    // Taken from a live holder (a takeover), or from one whose lease ran out.
-                    let ended = match &revoked {
-                        Some(old) => Some((HoldEnd::TakenOver, &**old)),
-                        None => record.holder.as_ref().map(|h| (HoldEnd::Expired, h)),
-                    };
-                    if let Some((end, holder)) = ended {
-                        match end {
-                            HoldEnd::TakenOver => self.metrics.takeovers.inc(),
-                            _ => self.metrics.expirations.inc(),
-                        }
-                        self.metrics.hold_ended(end, holder, now);
+                    // Taken from a live holder (revoked), or from one whose lease ran out.
+                    match (&revoked, &record.holder) {
+                        (Some(live), _) => self.metrics.taken_from(live, true, now),
+                        (None, Some(expired)) => self.metrics.taken_from(expired, false, now),
+                        (None, None) => {}
                     }
                     let mut landed = *next;
                     landed.resolve_token(zxid);
