@@ -374,7 +374,9 @@ impl LockService {
     /// Sets the gauges that are read off the service's state rather than kept up to date
     /// on every call (which would cost the hot path): done before each scrape.
     pub fn update_gauges(&self) {
-        let waiting = self.max_waiting_calls - self.waiting_calls.available_permits();
+        let waiting = self
+            .max_waiting_calls
+            .saturating_sub(self.waiting_calls.available_permits());
         self.metrics.waiting_calls.set(waiting as i64);
         let held = self.cache.held(UnixMillis::now());
         self.metrics.locks_held.set(held as i64);
