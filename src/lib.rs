@@ -4,7 +4,8 @@
 //! Layers, from the inside out: [`model`] and [`record`] (values and their stored form),
 //! [`engine`] (the pure lock decision), [`store`] (versioned records with conditional writes),
 //! [`service`] (read, decide, write, retry), and [`api`] (HTTP). [`cli`] is the binary's client
-//! side, built on the `lockwarden-client` crate in `client/`.
+//! side, built on the `lockwarden-client` crate in `client/`. [`metrics`] is what `/metrics`
+//! shows.
 
 pub mod api;
 pub mod audit;
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http_server;
+pub mod metrics;
 pub mod model;
 pub mod record;
 pub mod seal;

@@ -332,6 +332,29 @@ fn put(fields: &mut BTreeMap<&'static str, String>, key: &'static str, value: Op
 }
 
 #[cfg(test)]
+impl Holder {
+    /// For tests: `owner` holding for ever, with every optional field empty.
+    pub(crate) fn minimal(owner: &str) -> Holder {
+        Holder {
+            owner: owner.into(),
+            message: String::new(),
+            expires: Expiry::Never,
+            priority: 0,
+            waiting_ms: None,
+            cleanup_ms: 0,
+            forceful: false,
+            lease_id: None,
+            lease_ms: None,
+            acquired_at: None,
+            fencing_token: None,
+            notify_url: None,
+            request_id: None,
+            request_digest: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

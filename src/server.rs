@@ -12,8 +12,9 @@ use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::audit::AuditLog;
 use crate::config::ServeArgs;
 use crate::http_server::{self, ConnectionLimits};
+use crate::metrics::Metrics;
 use crate::seal::Sealer;
-use crate::service::events::{EventSink, Metrics, NoEvents};
+use crate::service::events::{EventSink, NoEvents};
 use crate::service::{LockService, Timing};
 use crate::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
 use crate::store::{memory::MemoryStore, LockStore};
@@ -23,6 +24,8 @@ use crate::webhook::{sign::Secret, Webhooks};
 pub fn app(args: &ServeArgs) -> Result<Router, String> {
     args.check()?;
     let sealer = Sealer::new(args.record_secret.as_deref());
+    // Each instance has its own metrics (tests run several in one process).
+    let metrics = Arc::new(Metrics::new());
     let store: Arc<dyn LockStore> = match &args.zk {
         Some(connect) => Arc::new(ZkStore::new(ZkConfig {
             connect: connect.clone(),
@@ -31,10 +34,10 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
             session_timeout: Duration::from_millis(args.zk_session_timeout_ms),
             access: ZkAccess::from_flag(args.zk_auth.clone()),
             sealer: sealer.clone(),
+            metrics: metrics.zookeeper(),
         })),
         None => Arc::new(MemoryStore::new()),
     };
-    let metrics = Arc::new(Metrics::default());
     let events: Arc<dyn EventSink> = match &args.webhook_secret {
         Some(secret) => Arc::new(Webhooks::start(
             Secret::parse(secret)?,

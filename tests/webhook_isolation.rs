@@ -252,6 +252,10 @@ async fn one_target_gets_4_deliveries_in_flight_and_64_waiting_and_no_more() {
     .await;
     let metrics = svc.metrics().await;
     assert_eq!(webhooks_total(&metrics, "given_up"), DROPPED, "{metrics}");
+    assert!(
+        metrics.contains("\nlockwarden_webhook_queue_depth 64\n"),
+        "the 64 waiting events are the queue's depth: {metrics}"
+    );
     assert_eq!(
         hole.peak_open.load(Ordering::SeqCst),
         4,

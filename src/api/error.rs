@@ -198,6 +198,8 @@ impl IntoResponse for ApiError {
             body["acquired"] = Value::Bool(false);
         }
         let mut response = (self.code.status(), Json(body)).into_response();
+        // For the request metrics (see `metered`), which label an error by its code.
+        response.extensions_mut().insert(self.code);
         if matches!(
             self.code,
             ErrorCode::StoreUnavailable | ErrorCode::TooManyWaiters

@@ -16,6 +16,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, StreamExt};
+use prometheus::IntGauge;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -97,9 +98,10 @@ async fn open(
         Opening::Replay(events) => events.iter().map(sse_event).collect(),
     };
     // The stream owns `live`: when the client goes, the stream is dropped, and with it the
-    // hub's count of open streams.
-    let following = stream::unfold(live, |mut live| async move {
-        live.next().await.map(|event| (event, live))
+    // hub's count of open streams, and the one `/metrics` shows.
+    let open = OpenStream::count(&app.service.metrics.event_streams);
+    let following = stream::unfold((live, open), |(mut live, open)| async move {
+        live.next().await.map(|event| (event, (live, open)))
     });
     let events = stream::iter(first)
         .chain(following.map(|e| sse_event(&e)))
@@ -108,6 +110,22 @@ async fn open(
         .interval(app.event_heartbeat)
         .text("heartbeat");
     Ok(Sse::new(events).keep_alive(heartbeat).into_response())
+}
+
+/// Counts an open stream in a gauge for as long as it lives.
+struct OpenStream(IntGauge);
+
+impl OpenStream {
+    fn count(gauge: &IntGauge) -> OpenStream {
+        gauge.inc();
+        OpenStream(gauge.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 fn sse_event(event: &Arc<StreamEvent>) -> Event {

@@ -1,7 +1,7 @@
 //! The HTTP handlers: each validates its input, calls the service once, and renders.
 
 use axum::extract::{FromRequestParts, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{ACCEPT, CONTENT_TYPE, VARY};
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
@@ -20,6 +20,7 @@ use super::extract::{JsonBody, LockPath, QueryParams};
 use super::request_id::RequestId;
 use super::AppState;
 use crate::audit::Actor;
+use crate::metrics::Format;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
 use crate::service::{Refusal, ServiceError};
 use crate::store::ListQuery;
@@ -265,9 +266,12 @@ pub async fn metrics(
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     app.auth.metrics_reader(&headers)?;
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    app.service.update_gauges();
     Ok((
-        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.service.metrics.render(),
+        [(CONTENT_TYPE, format.content_type()), (VARY, "accept")],
+        app.service.metrics.render(format),
     ))
 }
 

@@ -14,6 +14,7 @@ mod events;
 pub mod extract;
 mod handlers;
 pub mod json_int;
+mod metered;
 pub mod request_id;
 
 pub use handlers::OPENAPI;
@@ -56,6 +57,7 @@ pub const ROUTES: [(&str, &str); 13] = [
 ];
 
 pub fn router(state: AppState) -> Router {
+    let metrics = state.service.metrics.clone();
     Router::new()
         .route("/v1/locks", get(handlers::list))
         .route(
@@ -75,6 +77,11 @@ pub fn router(state: AppState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)
+        // Applied route by route, where the route template (`MatchedPath`) is known.
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metered::layer,
+        ))
         // Outermost, so that every response (errors and fallbacks too) carries the id.
         .layer(axum::middleware::from_fn(request_id::layer))
 }

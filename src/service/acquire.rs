@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tracing::{info, warn, Instrument};
 
-use super::events::{AcquireAudit, Metrics};
+use super::events::AcquireAudit;
 use super::leaving::UndoGrant;
 use super::replies::{Flight, OutcomeReceiver};
 use super::waiting::Cancelled;
@@ -18,6 +18,7 @@ use super::{
     MAX_ROUNDS,
 };
 use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
+use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::Stored;
@@ -93,9 +94,20 @@ impl LockService {
             let outcome = match immediate {
                 Immediate::Done(outcome) => outcome,
                 Immediate::MustWait(read) => {
-                    service
+                    let outcome = service
                         .wait_in_queue(&name, &request, new_lease, received, read, cancelled)
-                        .await
+                        .await;
+                    let waited = match &outcome {
+                        Ok(_) => Some(WaitOutcome::Granted),
+                        // Turned away before it joined: it did not wait.
+                        Err(ServiceError::TooManyWaiting) => None,
+                        Err(ServiceError::StoreUnavailable(_)) => Some(WaitOutcome::Failed),
+                        Err(_) => Some(WaitOutcome::Refused),
+                    };
+                    if let Some(waited) = waited {
+                        service.metrics.acquire_waited(waited, received.elapsed());
+                    }
+                    outcome
                 }
             };
             // A call with a request_id is not undone: its retry must find the grant.
@@ -271,7 +283,12 @@ impl LockService {
                             "granted",
                         );
                     }
-                    Metrics::bump(&self.metrics.grants);
+                    self.metrics.grants.inc();
+                    // A fresh grant over a holder means its lease had run out (a live one is
+                    // never granted over without waiting): a lazy expiry.
+                    if let (true, Some(expired)) = (fresh, &record.holder) {
+                        self.metrics.taken_from(expired, false, now);
+                    }
                     self.cache.remember(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);
                     return done(Ok(Granted {

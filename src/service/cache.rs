@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::model::LockName;
+use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::Version;
 use crate::waiter::{Ticket, Waiter};
@@ -78,6 +78,17 @@ impl RecordCache {
         let entry = entries.get(name)?;
         (entry.at.elapsed() < self.max_age)
             .then(|| (entry.record.clone(), entry.version, entry.rest.clone()))
+    }
+
+    /// How many remembered records have a holder whose lease has not run out at `now`:
+    /// the locks held as far as this instance knows. (A scrape walks every entry, under the
+    /// lock, once: at most `MAX_ENTRIES`.)
+    pub fn held(&self, now: UnixMillis) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .values()
+            .filter(|entry| crate::engine::live_holder(&entry.record, now).is_some())
+            .count()
     }
 
     pub fn forget(&self, name: &LockName) {
@@ -242,5 +253,32 @@ impl Drop for PendingHandOff<'_> {
         self.local.tell(self.name, self.id, |notice| {
             matches!(notice, Notice::Pending).then_some(Notice::Idle)
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Expiry, Holder};
+
+    #[test]
+    fn only_remembered_records_with_a_running_lease_count_as_held() {
+        let cache = RecordCache::new(Duration::from_secs(1));
+        let held_until = |at| {
+            LockRecord::held_by(Holder {
+                expires: Expiry::At(UnixMillis(at)),
+                ..Holder::minimal("o")
+            })
+        };
+        let name = |n: &str| LockName::parse(n).unwrap();
+        cache.remember(&name("running"), &held_until(2_000), Version::plain(2));
+        cache.remember(&name("ran-out"), &held_until(1_000), Version::plain(2));
+        cache.remember(&name("free"), &LockRecord::default(), Version::plain(2));
+        assert_eq!(cache.held(UnixMillis(1_500)), 1);
+        assert_eq!(
+            cache.held(UnixMillis(2_000)),
+            0,
+            "a lease ends at its expiry"
+        );
     }
 }

@@ -1,8 +1,7 @@
 //! What the service tells the outside world: lock events (delivered as webhooks by the
-//! `webhook` module), counters for `/metrics`, and which acquire steps the audit trail
-//! records (see `crate::audit` for the trail itself).
+//! `webhook` module), and which acquire steps the audit trail records (see `crate::audit`
+//! for the trail itself). What `/metrics` counts is in `crate::metrics`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::audit::{Actor, Affected, AuditLog, AuditRecord};
@@ -49,113 +48,6 @@ pub struct NoEvents;
 
 impl EventSink for NoEvents {
     fn emit(&self, _: LockEvent) {}
-}
-
-/// Counters exposed at `/metrics`.
-#[derive(Default)]
-pub struct Metrics {
-    pub grants: AtomicU64,
-    pub handoffs: AtomicU64,
-    pub waits_started: AtomicU64,
-    /// Waits refused because the lock's queue was full, or this instance had too many.
-    pub waits_refused_full: AtomicU64,
-    pub waits_refused_busy: AtomicU64,
-    pub wakeups_record: AtomicU64,
-    pub wakeups_predecessor: AtomicU64,
-    pub wakeups_timer: AtomicU64,
-    pub wakeups_handed: AtomicU64,
-    pub queue_reads_saved: AtomicU64,
-    /// Microseconds that releases' hand-off writes took, and how many there were.
-    pub handoff_write_us: AtomicU64,
-    pub handoff_writes: AtomicU64,
-    pub webhooks_delivered: AtomicU64,
-    pub webhook_attempts_failed: AtomicU64,
-    pub webhooks_given_up: AtomicU64,
-    pub webhooks_refused: AtomicU64,
-}
-
-impl Metrics {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn handoff_write_took(&self, took: std::time::Duration) {
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.handoff_write_us.fetch_add(micros, Ordering::Relaxed);
-        Metrics::bump(&self.handoff_writes);
-    }
-
-    /// The counters in Prometheus' text format.
-    pub fn render(&self) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let mut out = String::new();
-        let mut counter = |name: &str, help: &str, samples: &[(&str, u64)]| {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
-            for (labels, value) in samples {
-                out.push_str(&format!("{name}{labels} {value}\n"));
-            }
-        };
-        counter(
-            "lockwarden_grants_total",
-            "Locks granted without waiting.",
-            &[("", get(&self.grants))],
-        );
-        counter(
-            "lockwarden_handoffs_total",
-            "Locks passed to a waiter.",
-            &[("", get(&self.handoffs))],
-        );
-        counter(
-            "lockwarden_waits_total",
-            "Acquire calls that joined a queue.",
-            &[("", get(&self.waits_started))],
-        );
-        counter(
-            "lockwarden_waits_refused_total",
-            "Acquire calls refused with too_many_waiters, by the limit they met.",
-            &[
-                ("{limit=\"per_lock\"}", get(&self.waits_refused_full)),
-                ("{limit=\"per_instance\"}", get(&self.waits_refused_busy)),
-            ],
-        );
-        counter(
-            "lockwarden_waiter_wakeups_total",
-            "Times a waiting call woke up, by cause.",
-            &[
-                ("{cause=\"record\"}", get(&self.wakeups_record)),
-                ("{cause=\"predecessor\"}", get(&self.wakeups_predecessor)),
-                ("{cause=\"timer\"}", get(&self.wakeups_timer)),
-                ("{cause=\"handed\"}", get(&self.wakeups_handed)),
-            ],
-        );
-        counter(
-            "lockwarden_queue_reads_saved_total",
-            "Releases, renewals and waiters that used what this instance remembered from its last hand-off of the lock instead of reading the queue.",
-            &[("", get(&self.queue_reads_saved))],
-        );
-        counter(
-            "lockwarden_webhooks_total",
-            "Webhook deliveries, by result.",
-            &[
-                ("{result=\"delivered\"}", get(&self.webhooks_delivered)),
-                (
-                    "{result=\"attempt_failed\"}",
-                    get(&self.webhook_attempts_failed),
-                ),
-                ("{result=\"given_up\"}", get(&self.webhooks_given_up)),
-                ("{result=\"refused_target\"}", get(&self.webhooks_refused)),
-            ],
-        );
-        out.push_str(&format!(
-            "# HELP lockwarden_handoff_write_seconds Time a release's hand-off write (one ZooKeeper multi) took.\n\
-             # TYPE lockwarden_handoff_write_seconds summary\n\
-             lockwarden_handoff_write_seconds_sum {:.6}\n\
-             lockwarden_handoff_write_seconds_count {}\n",
-            get(&self.handoff_write_us) as f64 / 1e6,
-            get(&self.handoff_writes)
-        ));
-        out
-    }
 }
 
 /// The audit trail's view of one acquire call: an SRE override at each step it takes, and

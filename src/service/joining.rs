@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use super::cache::Notice;
-use super::events::Metrics;
 use super::{LockService, Put, Read, ServiceError};
 use crate::engine;
 use crate::model::LockName;
@@ -89,7 +88,7 @@ impl LockService {
         if head.id != me.id || record.queued != Some(head.priority) || record.requestor.is_some() {
             return None;
         }
-        Metrics::bump(&self.metrics.queue_reads_saved);
+        self.metrics.queue_reads_saved.inc();
         Some(Read {
             stored: Some(Stored {
                 record: record.clone(),

@@ -26,7 +26,8 @@ mod release;
 mod replies;
 mod waiting;
 
-use events::{EventKind, EventSink, LockEvent, Metrics};
+use crate::metrics::Metrics;
+use events::{EventKind, EventSink, LockEvent};
 
 /// How many times one call re-reads after losing a race before giving up.
 const MAX_ROUNDS: usize = 64;
@@ -112,6 +113,7 @@ pub struct LockService {
     max_waiters_per_lock: usize,
     /// One permit per call that waits in a queue on this instance.
     waiting_calls: Arc<tokio::sync::Semaphore>,
+    max_waiting_calls: usize,
     /// The source of the event streams.
     pub feed: feed::Hub,
     audit: Arc<crate::audit::AuditLog>,
@@ -207,6 +209,7 @@ impl LockService {
             max_clock_skew_ms: timing.max_clock_skew_ms,
             max_waiters_per_lock: timing.max_waiters_per_lock,
             waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
+            max_waiting_calls: timing.max_waiting_calls,
             feed: feed::Hub::start(store.clone(), store_timeout),
             store,
             store_timeout,
@@ -288,7 +291,7 @@ impl LockService {
                 .first()
                 .is_some_and(|head| record.queued == Some(head.priority));
         let queue = if remembered {
-            Metrics::bump(&self.metrics.queue_reads_saved);
+            self.metrics.queue_reads_saved.inc();
             rest
         } else if record.queued.is_some() || record.requestor.is_some() {
             self.store.queue(name, deadline).await?
@@ -366,5 +369,16 @@ impl LockService {
 
     pub async fn ready(&self) -> Result<(), ServiceError> {
         Ok(self.store.ready(self.deadline()).await?)
+    }
+
+    /// Sets the gauges that are read off the service's state rather than kept up to date
+    /// on every call (which would cost the hot path): done before each scrape.
+    pub fn update_gauges(&self) {
+        let waiting = self
+            .max_waiting_calls
+            .saturating_sub(self.waiting_calls.available_permits());
+        self.metrics.waiting_calls.set(waiting as i64);
+        let held = self.cache.held(UnixMillis::now());
+        self.metrics.locks_held.set(held as i64);
     }
 }

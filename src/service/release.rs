@@ -5,13 +5,15 @@
 
 use std::time::Instant;
 
-use super::events::{affected_by, EventKind, Metrics};
+use super::events::{affected_by, EventKind};
 use super::{
     outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
     ServiceError, MAX_ROUNDS,
 };
 use crate::audit::{Actor, AuditRecord};
 use crate::engine::{self, ReleaseDecision, RenewDecision};
+use crate::metrics::labels::LabelValue;
+use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::{Forced, LockRecord};
 use crate::store::{StoreError, Version, WriteOutcome};
@@ -91,10 +93,13 @@ impl LockService {
             .ok()
             .and_then(|(_, removed)| removed.as_ref());
         let outcome = match (&result, removed) {
-            (Err(_), _) => "failed",
-            (Ok(_), Some(_)) => "released",
-            (Ok(_), None) => "already_free",
+            (Err(_), _) => ForceOutcome::Failed,
+            (Ok(_), Some(_)) => ForceOutcome::Released,
+            (Ok(_), None) => ForceOutcome::AlreadyFree,
         };
+        self.metrics.force_releases.at(outcome).inc();
+        // The trail's words for these outcomes are the metric's label values.
+        let outcome = outcome.label();
         self.audit.record(&AuditRecord {
             action: "force_release",
             lock: name.as_str(),
@@ -171,7 +176,9 @@ impl LockService {
                         .store
                         .hand_off(name, &expected, Some(stored.version), to, deadline)
                         .await;
-                    self.metrics.handoff_write_took(started.elapsed());
+                    self.metrics
+                        .handoff_writes
+                        .observe(started.elapsed().as_secs_f64());
                     outcome
                 }
                 None => {
@@ -211,9 +218,17 @@ impl LockService {
                 self.cache.forget(name);
                 continue;
             };
+            if let Some(ended) = &record.holder {
+                let end = match (forced, to) {
+                    (Some(_), _) => HoldEnd::Forced,
+                    (None, Some(_)) => HoldEnd::HandedOff,
+                    (None, None) => HoldEnd::Released,
+                };
+                self.metrics.hold_ended(end, ended, UnixMillis::now());
+            }
             match to {
                 Some(to) => {
-                    Metrics::bump(&self.metrics.handoffs);
+                    self.metrics.handoffs.inc();
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != to.id).cloned().collect();
                     let after = snapshot(name, &landed, &rest, now);

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::cache::Notice;
-use super::events::{AcquireAudit, EventKind, Metrics};
+use super::events::{AcquireAudit, EventKind};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
     ServiceError,
 };
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure, Watch};
+use crate::metrics::{WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Stored, Version, Wake, WriteOutcome};
@@ -74,10 +75,10 @@ impl LockService {
         mut cancelled: Cancelled,
     ) -> AcquireOutcome {
         let Ok(_waiting) = self.waiting_calls.clone().try_acquire_owned() else {
-            Metrics::bump(&self.metrics.waits_refused_busy);
+            self.metrics.waits_refused.at(WaitLimit::PerInstance).inc();
             return Err(ServiceError::TooManyWaiting);
         };
-        Metrics::bump(&self.metrics.waits_started);
+        self.metrics.waits_started.inc();
         let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
         // Counted from now, so that no acquire here takes the lock past this call on what the
         // record may not say yet.
@@ -143,7 +144,7 @@ impl LockService {
                 // A release on this instance handed the lock over and says so directly.
                 Ok(()) = handed.changed() => match handed.borrow_and_update().clone() {
                     Notice::Handed(record) => {
-                        Metrics::bump(&self.metrics.wakeups_handed);
+                        self.metrics.wakeups.at(Wakeup::Handed).inc();
                         return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now()));
                     }
                     Notice::Pending | Notice::Idle => continue,
@@ -225,7 +226,7 @@ impl LockService {
             // SRE override is never turned away.
             let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
             if earlier >= self.max_waiters_per_lock && !overriding {
-                Metrics::bump(&self.metrics.waits_refused_full);
+                self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
                 return self
                     .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
                     .await;
@@ -267,7 +268,13 @@ impl LockService {
                     session,
                 }) => {
                     let version = Version::written(version, session);
-                    Metrics::bump(&self.metrics.handoffs);
+                    self.metrics.handoffs.inc();
+                    // Taken from a live holder (revoked), or from one whose lease ran out.
+                    match (&revoked, &record.holder) {
+                        (Some(live), _) => self.metrics.taken_from(live, true, now),
+                        (None, Some(expired)) => self.metrics.taken_from(expired, false, now),
+                        (None, None) => {}
+                    }
                     let mut landed = *next;
                     landed.resolve_token(zxid);
                     let rest: Vec<Waiter> =
@@ -305,6 +312,9 @@ impl LockService {
                 if let Put::Landed(written, _) =
                     self.put(name, stored.as_ref(), *next, deadline).await?
                 {
+                    if !state.was_requestor {
+                        self.metrics.preemptions.inc();
+                    }
                     state.was_requestor = true;
                     if overriding {
                         ticket_audit(name, ticket).record(
@@ -347,11 +357,12 @@ impl LockService {
                     .store
                     .wait_change(name, &watch, version, instant_at(until, now))
                     .await?;
-                Metrics::bump(match wake {
-                    Wake::Record => &self.metrics.wakeups_record,
-                    Wake::Predecessor => &self.metrics.wakeups_predecessor,
-                    Wake::Timer => &self.metrics.wakeups_timer,
-                });
+                let cause = match wake {
+                    Wake::Record => Wakeup::Record,
+                    Wake::Predecessor => Wakeup::Predecessor,
+                    Wake::Timer => Wakeup::Timer,
+                };
+                self.metrics.wakeups.at(cause).inc();
                 if let (Wake::Predecessor, Watch::Predecessor(ahead)) = (wake, &watch) {
                     self.behind_local(name, ahead, instant_at(until, now)).await;
                     state.predecessor_left = true;

@@ -381,29 +381,14 @@ impl LockStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Expiry, Holder};
+    use crate::record::Holder;
 
     fn name(s: &str) -> LockName {
         LockName::parse(s).unwrap()
     }
 
     fn held() -> LockRecord {
-        LockRecord::held_by(Holder {
-            owner: "o".into(),
-            message: String::new(),
-            expires: Expiry::Never,
-            priority: 0,
-            waiting_ms: None,
-            cleanup_ms: 0,
-            forceful: false,
-            lease_id: None,
-            lease_ms: None,
-            acquired_at: None,
-            fencing_token: None,
-            notify_url: None,
-            request_id: None,
-            request_digest: None,
-        })
+        LockRecord::held_by(Holder::minimal("o"))
     }
 
     #[tokio::test]

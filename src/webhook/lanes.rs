@@ -58,6 +58,8 @@ struct Lane<J> {
 pub struct Lanes<J> {
     limits: Limits,
     lanes: HashMap<String, Lane<J>>,
+    /// Events waiting, in all lanes together.
+    queued: usize,
 }
 
 impl<J> Lanes<J> {
@@ -65,6 +67,7 @@ impl<J> Lanes<J> {
         Lanes {
             limits,
             lanes: HashMap::new(),
+            queued: 0,
         }
     }
 
@@ -82,6 +85,7 @@ impl<J> Lanes<J> {
             Admit::Start(job)
         } else if lane.waiting.len() < self.limits.queued {
             lane.waiting.push_back(job);
+            self.queued += 1;
             Admit::Queued
         } else {
             Admit::Dropped(job, Full::Lane)
@@ -93,6 +97,7 @@ impl<J> Lanes<J> {
     pub fn finished(&mut self, target: &str) -> Option<J> {
         let lane = self.lanes.get_mut(target)?;
         if let Some(next) = lane.waiting.pop_front() {
+            self.queued -= 1;
             return Some(next);
         }
         lane.running = lane.running.saturating_sub(1);
@@ -100,6 +105,11 @@ impl<J> Lanes<J> {
             self.lanes.remove(target);
         }
         None
+    }
+
+    /// Events waiting for a slot, in all lanes together.
+    pub fn queued(&self) -> usize {
+        self.queued
     }
 
     /// Targets with something running or waiting.
@@ -127,6 +137,7 @@ mod tests {
             assert_eq!(lanes.offer("slow", job), Admit::Queued);
         }
         assert_eq!(lanes.offer("slow", 6), Admit::Dropped(6, Full::Lane));
+        assert_eq!(lanes.queued(), 3, "the dropped event is not counted");
         assert_eq!(
             lanes.offer("live", 7),
             Admit::Start(7),
@@ -144,6 +155,7 @@ mod tests {
         assert_eq!(lanes.finished("t"), Some(4));
         assert_eq!(lanes.offer("t", 5), Admit::Queued, "both slots still run");
         assert_eq!(lanes.finished("t"), Some(5));
+        assert_eq!(lanes.queued(), 0);
         assert_eq!(lanes.finished("t"), None);
         assert_eq!(lanes.offer("t", 6), Admit::Start(6), "a slot was freed");
     }

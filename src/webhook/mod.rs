@@ -23,8 +23,9 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use crate::api::dto::RequestorInfo;
+use crate::metrics::{Metrics, WebhookResult};
 use crate::model::UnixMillis;
-use crate::service::events::{EventKind, EventSink, LockEvent, Metrics};
+use crate::service::events::{EventKind, EventSink, LockEvent};
 
 pub mod lanes;
 pub mod sign;
@@ -161,10 +162,19 @@ struct Deliveries {
 }
 
 impl Deliveries {
+    fn record(&self, result: WebhookResult) {
+        self.metrics.webhooks.at(result).inc();
+    }
+
     /// Hands an event to its target's lane; never blocks on delivery.
     fn offer(this: &Arc<Deliveries>, job: Job) {
         let target = job.target.clone();
-        let admitted = this.lanes.lock().unwrap().offer(&target, job);
+        let admitted = {
+            let mut lanes = this.lanes.lock().unwrap();
+            let admitted = lanes.offer(&target, job);
+            this.metrics.webhook_queue.set(lanes.queued() as i64);
+            admitted
+        };
         match admitted {
             Admit::Start(job) => {
                 let this = this.clone();
@@ -172,7 +182,7 @@ impl Deliveries {
             }
             Admit::Queued => {}
             Admit::Dropped(job, full) => {
-                Metrics::bump(&this.metrics.webhooks_given_up);
+                this.record(WebhookResult::GivenUp);
                 warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
                       why = full.as_str(), "webhook event dropped");
             }
@@ -186,13 +196,18 @@ impl Deliveries {
             if waited && job.retry_until.is_some_and(|until| Instant::now() >= until) {
                 // It waited in its lane past the cleanup deadline: the request is settled,
                 // and an attempt now would only delay the events behind it.
-                Metrics::bump(&self.metrics.webhooks_given_up);
+                self.record(WebhookResult::GivenUp);
                 warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
                       "the cleanup deadline passed while the webhook waited for its target; giving up");
             } else {
                 self.deliver(&job).await;
             }
-            let next = self.lanes.lock().unwrap().finished(&job.target);
+            let next = {
+                let mut lanes = self.lanes.lock().unwrap();
+                let next = lanes.finished(&job.target);
+                self.metrics.webhook_queue.set(lanes.queued() as i64);
+                next
+            };
             match next {
                 Some(queued) => (job, waited) = (queued, true),
                 None => return,
@@ -216,23 +231,23 @@ impl Deliveries {
             });
             match self.attempt(job, per_attempt).await {
                 Ok(()) => {
-                    Metrics::bump(&self.metrics.webhooks_delivered);
+                    self.record(WebhookResult::Delivered);
                     return;
                 }
                 Err(Failure::Refused(why)) => {
-                    Metrics::bump(&self.metrics.webhooks_refused);
+                    self.record(WebhookResult::RefusedTarget);
                     warn!(lock = %job.lock, event = job.kind.as_str(), %why, "webhook target refused; not delivering");
                     return;
                 }
                 Err(Failure::Retry(why)) => {
-                    Metrics::bump(&self.metrics.webhook_attempts_failed);
+                    self.record(WebhookResult::AttemptFailed);
                     let jittered = backoff.mul_f64(0.5 + fastrand::f64() / 2.0);
                     let out_of_time = match job.retry_until {
                         Some(until) => Instant::now() + jittered >= until,
                         None => attempt >= BOUNDED_TRIES,
                     };
                     if out_of_time {
-                        Metrics::bump(&self.metrics.webhooks_given_up);
+                        self.record(WebhookResult::GivenUp);
                         warn!(lock = %job.lock, event = job.kind.as_str(), attempts = attempt, %why, "giving up on a webhook");
                         return;
                     }

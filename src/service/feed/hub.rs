@@ -346,20 +346,8 @@ mod tests {
 
     fn held(owner: &str) -> LockRecord {
         LockRecord::held_by(Holder {
-            owner: owner.into(),
-            message: String::new(),
-            expires: Expiry::Never,
-            priority: 0,
-            waiting_ms: None,
-            cleanup_ms: 0,
-            forceful: false,
             lease_id: Some(crate::model::LeaseId::random()),
-            lease_ms: None,
-            acquired_at: None,
-            fencing_token: None,
-            notify_url: None,
-            request_id: None,
-            request_digest: None,
+            ..Holder::minimal(owner)
         })
     }
 

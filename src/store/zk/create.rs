@@ -6,6 +6,7 @@ use std::time::Instant;
 use zookeeper_client as zk;
 
 use super::{NoAnswer, ZkStore};
+use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{StoreError, Version, WriteOutcome};
@@ -38,7 +39,8 @@ impl ZkStore {
                 zk::CreateMode::Container
             };
             let options = mode.with_acls(self.access.acls());
-            match Self::within(deadline, client.create(&path, b"", &options)).await {
+            let create = client.create(&path, b"", &options);
+            match self.within(ZkOp::Create, deadline, create).await {
                 Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {}
                 Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
                 Err(e) => return Err(self.write_failed(Err(e))),
@@ -69,7 +71,7 @@ impl ZkStore {
         if let Err(e) = staged {
             return Err(StoreError::Unavailable(e.to_string()));
         }
-        match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+        match self.within(ZkOp::Multi, deadline, writer.commit()).await {
             Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
             Ok(Err(zk::MultiWriteError::OperationFailed { source, .. })) => match source {
                 zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {

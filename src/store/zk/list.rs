@@ -9,6 +9,7 @@ use futures::future::join_all;
 use zookeeper_client as zk;
 
 use super::NoAnswer;
+use crate::metrics::zookeeper::{ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{ListPage, ListQuery};
@@ -37,6 +38,7 @@ fn subtree_may_match(query: &ListQuery, name: &LockName) -> bool {
 }
 
 pub(super) fn walk<'a>(
+    metrics: &'a ZkMetrics,
     client: &'a zk::Client,
     dir: &'a str,
     parents: Vec<String>,
@@ -45,13 +47,13 @@ pub(super) fn walk<'a>(
     deadline: Instant,
 ) -> Walk<'a> {
     Box::pin(async move {
-        let mut children =
-            match tokio::time::timeout_at(deadline.into(), client.list_children(dir)).await {
-                Ok(Ok(children)) => children,
-                Ok(Err(zk::Error::NoNode)) => return Ok(()),
-                Ok(Err(e)) => return Err(Ok(e)),
-                Err(_) => return Err(Err(NoAnswer::TimedOut)),
-            };
+        let listed = metrics.time(ZkOp::GetChildren, client.list_children(dir));
+        let mut children = match tokio::time::timeout_at(deadline.into(), listed).await {
+            Ok(Ok(children)) => children,
+            Ok(Err(zk::Error::NoNode)) => return Ok(()),
+            Ok(Err(e)) => return Err(Ok(e)),
+            Err(_) => return Err(Err(NoAnswer::TimedOut)),
+        };
         children.sort_unstable();
         // On the cursor's own path, everything before the cursor's part is skipped at once:
         // a page then costs its own reads, not a parse of every name before it.
@@ -81,11 +83,9 @@ pub(super) fn walk<'a>(
                 break;
             }
             let batch = batch.as_slice();
-            let reads = join_all(
-                batch
-                    .iter()
-                    .map(|(child, _)| client.get_data(&format!("{dir}/{child}"))),
-            );
+            let reads = join_all(batch.iter().map(|(child, _)| {
+                metrics.time(ZkOp::GetData, client.get_data(&format!("{dir}/{child}")))
+            }));
             let results = tokio::time::timeout_at(deadline.into(), reads)
                 .await
                 .map_err(|_| Err(NoAnswer::TimedOut))?;
@@ -110,7 +110,7 @@ pub(super) fn walk<'a>(
                 if stat.num_children > 0 {
                     let path = format!("{dir}/{child}");
                     let parts: Vec<String> = name.parts().map(str::to_owned).collect();
-                    walk(client, &path, parts, query, page, deadline).await?;
+                    walk(metrics, client, &path, parts, query, page, deadline).await?;
                     if page.more {
                         return Ok(());
                     }

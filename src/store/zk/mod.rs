@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use super::{ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
 use crate::engine::Watch;
+use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::Wake;
@@ -43,6 +44,7 @@ pub struct ZkStore {
     /// Turns the bearer secrets of records written by earlier versions into their seals.
     sealer: Sealer,
     feed: std::sync::Arc<feed::Feed>,
+    metrics: ZkMetrics,
 }
 
 /// How to reach ZooKeeper and what to do there.
@@ -53,6 +55,8 @@ pub struct ZkConfig {
     pub session_timeout: Duration,
     pub access: ZkAccess,
     pub sealer: Sealer,
+    /// Where request latencies, errors and the session's state are recorded.
+    pub metrics: ZkMetrics,
 }
 
 /// A call that got no answer from ZooKeeper.
@@ -69,6 +73,7 @@ impl ZkStore {
             config.connect,
             config.session_timeout,
             config.access.clone(),
+            config.metrics.clone(),
         );
         let lock_root = config.lock_root.trim_end_matches('/').to_owned();
         let state_root = config.state_root.trim_end_matches('/').to_owned();
@@ -79,6 +84,7 @@ impl ZkStore {
             state_root,
             access: config.access,
             sealer: config.sealer,
+            metrics: config.metrics,
         }
     }
 
@@ -101,11 +107,14 @@ impl ZkStore {
             .ok_or(NoAnswer::NoSession)
     }
 
-    async fn within<T>(
+    /// Sends request `op` and waits for its answer until `deadline`, timing it.
+    async fn within<T, E>(
+        &self,
+        op: ZkOp,
         deadline: Instant,
-        call: impl Future<Output = Result<T, zk::Error>>,
-    ) -> Result<Result<T, zk::Error>, NoAnswer> {
-        tokio::time::timeout_at(deadline.into(), call)
+        call: impl Future<Output = Result<T, E>>,
+    ) -> Result<Result<T, E>, NoAnswer> {
+        tokio::time::timeout_at(deadline.into(), self.metrics.time(op, call))
             .await
             .map_err(|_| NoAnswer::TimedOut)
     }
@@ -113,10 +122,11 @@ impl ZkStore {
     /// Runs a read; `None` when the node does not exist.
     async fn read_node<T>(
         &self,
+        op: ZkOp,
         deadline: Instant,
         call: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<Option<T>, StoreError> {
-        match Self::within(deadline, call).await {
+        match self.within(op, deadline, call).await {
             Ok(Ok(found)) => Ok(Some(found)),
             Ok(Err(zk::Error::NoNode)) => Ok(None),
             Ok(Err(e)) => Err(self.read_failed(Ok(e))),
@@ -126,6 +136,7 @@ impl ZkStore {
 
     /// Maps a failed read. Session-level errors make the supervisor look at the session.
     fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
+        self.metrics.error(error_kind(&failure));
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
             Err(NoAnswer::TimedOut) => {
@@ -140,6 +151,7 @@ impl ZkStore {
 
     /// Maps a failed write: unless nothing was sent, its outcome is unknown.
     fn write_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
+        self.metrics.error(error_kind(&failure));
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
             Err(NoAnswer::TimedOut) => {
@@ -162,6 +174,21 @@ impl ZkStore {
         ) {
             self.session.report_trouble();
         }
+    }
+}
+
+/// How `/metrics` counts a failed call.
+fn error_kind(failure: &Result<zk::Error, NoAnswer>) -> StoreErrorKind {
+    match failure {
+        Err(NoAnswer::NoSession) => StoreErrorKind::NoSession,
+        Err(NoAnswer::TimedOut) | Ok(zk::Error::Timeout) => StoreErrorKind::Timeout,
+        Ok(zk::Error::ConnectionLoss) => StoreErrorKind::ConnectionLoss,
+        Ok(zk::Error::SessionExpired | zk::Error::SessionMoved | zk::Error::ClientClosed) => {
+            StoreErrorKind::SessionLost
+        }
+        Ok(zk::Error::AuthFailed | zk::Error::NoAuth) => StoreErrorKind::Auth,
+        Ok(zk::Error::Throttled) => StoreErrorKind::Throttled,
+        Ok(_) => StoreErrorKind::Other,
     }
 }
 
@@ -191,7 +218,7 @@ impl LockStore for ZkStore {
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
         let found = self
-            .read_node(deadline, client.get_data(&self.path(name)))
+            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
         Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
@@ -215,7 +242,7 @@ impl LockStore for ZkStore {
             let mut writer = client.new_multi_writer();
             stage_create(&mut writer, &path, &data, self.access.acls())
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+            match self.within(ZkOp::Multi, deadline, writer.commit()).await {
                 Ok(Ok(results)) => return written(&results, client.session_id().0),
                 Ok(Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,
@@ -265,13 +292,13 @@ impl LockStore for ZkStore {
             .map_err(|e| self.read_failed(Err(e)))?;
         // A follower answers reads from its own copy, which may lag the leader; `sync` makes
         // it catch up with everything the leader had committed when the sync reached it.
-        match Self::within(deadline, client.sync("/")).await {
+        match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
             Err(e) => return Err(self.read_failed(Err(e))),
         }
         let found = self
-            .read_node(deadline, client.get_data(&self.path(name)))
+            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
         Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
@@ -293,6 +320,7 @@ impl LockStore for ZkStore {
             .map_err(|e| self.read_failed(Err(e)))?;
         let mut page = ListPage::default();
         list::walk(
+            &self.metrics,
             &client,
             &self.lock_root,
             Vec::new(),
@@ -310,7 +338,10 @@ impl LockStore for ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
-        match Self::within(deadline, client.check_stat("/")).await {
+        match self
+            .within(ZkOp::Exists, deadline, client.check_stat("/"))
+            .await
+        {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.read_failed(Ok(e))),
             Err(e) => Err(self.read_failed(Err(e))),

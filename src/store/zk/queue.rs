@@ -11,6 +11,7 @@ use zookeeper_client as zk;
 
 use super::{NoAnswer, ZkStore};
 use crate::engine::Watch;
+use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{StoreError, Version, Wake, WriteOutcome};
@@ -37,7 +38,7 @@ impl ZkStore {
             .map_err(|e| self.read_failed(Err(e)))?;
         let dir = self.queue_dir(name);
         let children = self
-            .read_node(deadline, client.list_children(&dir))
+            .read_node(ZkOp::GetChildren, deadline, client.list_children(&dir))
             .await?
             .unwrap_or_default();
         let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
@@ -51,13 +52,17 @@ impl ZkStore {
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
         let persistent = zk::CreateMode::Persistent.with_acls(self.access.acls());
-        match Self::within(deadline, client.mkdir(&self.state_root, &persistent)).await {
+        let mkdir = client.mkdir(&self.state_root, &persistent);
+        match self.within(ZkOp::Create, deadline, mkdir).await {
             Ok(Ok(())) | Ok(Err(zk::Error::NodeExists)) => {}
             Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
             Err(e) => return Err(self.write_failed(Err(e))),
         }
         let container = zk::CreateMode::Container.with_acls(self.access.acls());
-        match Self::within(deadline, client.create(dir, b"", &container)).await {
+        match self
+            .within(ZkOp::Create, deadline, client.create(dir, b"", &container))
+            .await
+        {
             Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => Ok(()),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
             Err(e) => Err(self.write_failed(Err(e))),
@@ -88,12 +93,9 @@ impl ZkStore {
                 .primary_client(deadline)
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
-            match Self::within(
-                deadline,
-                client.create(&format!("{dir}/{prefix}"), &data, &options),
-            )
-            .await
-            {
+            let path = format!("{dir}/{prefix}");
+            let create = client.create(&path, &data, &options);
+            match self.within(ZkOp::Create, deadline, create).await {
                 Ok(Ok((_, sequence))) => {
                     let id = format!("{prefix}{:010}", sequence.into_i64());
                     return Waiter::parse(&id).ok_or_else(|| {
@@ -124,12 +126,19 @@ impl ZkStore {
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
         let dirs = self
-            .read_node(deadline, client.list_children(&self.state_root))
+            .read_node(
+                ZkOp::GetChildren,
+                deadline,
+                client.list_children(&self.state_root),
+            )
             .await?
             .unwrap_or_default();
         for dir in dirs {
             let path = format!("{}/{dir}", self.state_root);
-            let stat = match Self::within(deadline, client.check_stat(&path)).await {
+            let stat = match self
+                .within(ZkOp::Exists, deadline, client.check_stat(&path))
+                .await
+            {
                 Ok(Ok(Some(stat))) => stat,
                 Ok(Ok(None)) => continue,
                 Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
@@ -138,7 +147,8 @@ impl ZkStore {
             if stat.num_children > 0 || stat.data_length > 0 {
                 continue;
             }
-            match Self::within(deadline, client.delete(&path, Some(stat.version))).await {
+            let delete = client.delete(&path, Some(stat.version));
+            match self.within(ZkOp::Delete, deadline, delete).await {
                 Ok(
                     Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty | zk::Error::BadVersion),
                 ) => {}
@@ -160,7 +170,11 @@ impl ZkStore {
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
         let found = self
-            .read_node(deadline, client.get_data(&self.waiter_path(name, waiter)))
+            .read_node(
+                ZkOp::GetData,
+                deadline,
+                client.get_data(&self.waiter_path(name, waiter)),
+            )
             .await?;
         Ok(found.and_then(|(data, _)| Ticket::decode(&data)))
     }
@@ -175,11 +189,10 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
-        match Self::within(
-            deadline,
-            client.delete(&self.waiter_path(name, waiter), None),
-        )
-        .await
+        let path = self.waiter_path(name, waiter);
+        match self
+            .within(ZkOp::Delete, deadline, client.delete(&path, None))
+            .await
         {
             Ok(Ok(())) => Ok(true),
             Ok(Err(zk::Error::NoNode)) => Ok(false),
@@ -223,7 +236,7 @@ impl ZkStore {
             staged
                 .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            let failure = match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+            let failure = match self.within(ZkOp::Multi, deadline, writer.commit()).await {
                 Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
                 Ok(Ok(results)) => return super::written(&results, client.session_id().0),
                 Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
@@ -263,7 +276,8 @@ impl ZkStore {
             Watch::Record => (self.path(name), Wake::Record),
             Watch::Predecessor(id) => (format!("{}/{id}", self.queue_dir(name)), Wake::Predecessor),
         };
-        let (stat, watcher) = match Self::within(until, client.check_and_watch_stat(&path)).await {
+        let watched = client.check_and_watch_stat(&path);
+        let (stat, watcher) = match self.within(ZkOp::Exists, until, watched).await {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
             Err(NoAnswer::TimedOut) => return Ok(Wake::Timer),

@@ -3,7 +3,8 @@
 //! A `zookeeper_client::Client` whose session expired never recovers, so a supervisor task
 //! watches the session state and replaces the client. Callers take a cheap clone of the
 //! current client per request; while there is none, the store is unavailable. Dropping the
-//! [`ZkSession`] stops the supervisor and closes the session.
+//! [`ZkSession`] stops the supervisor and closes the session. The supervisor also keeps the
+//! session-state gauge of `/metrics`, since it sees every change of state.
 //!
 //! **The stand-in.** When the primary session's connection drops (its server died or left
 //! the quorum during a leader election), zookeeper-client resumes the session on its own
@@ -34,6 +35,7 @@ use tracing::{info, warn};
 use zookeeper_client as zk;
 
 use super::access::ZkAccess;
+use crate::metrics::zookeeper::{SessionState, ZkMetrics};
 
 pub struct ZkSession {
     shared: Arc<Shared>,
@@ -52,18 +54,35 @@ struct Shared {
     session_timeout: Duration,
     access: ZkAccess,
     suspect: Notify,
+    metrics: ZkMetrics,
 }
 
 impl Shared {
     fn set(&self, client: Option<zk::Client>) {
         self.current.send_replace(client);
     }
+
+    /// Opens a new session: every server tried once, at once, before giving up.
+    async fn open(&self) -> Result<zk::Client, zk::Error> {
+        let connector = zk::Client::connector()
+            .with_session_timeout(self.session_timeout)
+            .with_fail_eagerly();
+        self.access
+            .authenticate(connector)
+            .connect(&self.connect)
+            .await
+    }
 }
 
 impl ZkSession {
     /// Starts the supervisor. The first connection is made in the background, so the service
     /// can start (and answer 503) while ZooKeeper is down.
-    pub fn start(connect: String, session_timeout: Duration, access: ZkAccess) -> Self {
+    pub fn start(
+        connect: String,
+        session_timeout: Duration,
+        access: ZkAccess,
+        metrics: ZkMetrics,
+    ) -> Self {
         let shared = Arc::new(Shared {
             current: watch::Sender::new(None),
             stand_in: watch::Sender::new(None),
@@ -71,6 +90,7 @@ impl ZkSession {
             session_timeout,
             access,
             suspect: Notify::new(),
+            metrics,
         });
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(supervise(shared.clone(), stopped));
@@ -145,13 +165,8 @@ impl Drop for ZkSession {
 async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let mut backoff = Duration::from_millis(50);
     while !*stopped.borrow() {
-        let connector = zk::Client::connector()
-            .with_session_timeout(shared.session_timeout)
-            .with_fail_eagerly();
-        let attempt = shared
-            .access
-            .authenticate(connector)
-            .connect(&shared.connect);
+        shared.metrics.session(SessionState::Connecting);
+        let attempt = shared.open();
         let client = tokio::select! {
             _ = stopped.changed() => return,
             connected = tokio::time::timeout(shared.session_timeout, attempt) => match connected {
@@ -172,6 +187,7 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
         info!(session = %client.session_id(), "connected to ZooKeeper");
         let mut states = client.state_watcher();
         shared.set(Some(client.clone()));
+        shared.metrics.session(gauged(client.state()));
         let mut stand_in: Option<tokio::task::JoinHandle<()>> = None;
         while !client.state().is_terminated() {
             tokio::select! {
@@ -180,6 +196,7 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
                     if state.is_terminated() {
                         break;
                     }
+                    shared.metrics.session(gauged(state));
                     let idle = stand_in.as_ref().is_none_or(|task| task.is_finished());
                     if state == zk::SessionState::Disconnected && idle {
                         let task = stand_in_while_disconnected(
@@ -220,15 +237,7 @@ async fn stand_in_while_disconnected(
     tokio::pin!(back);
     let stand_in = loop {
         let attempt = async {
-            let connector = zk::Client::connector()
-                .with_session_timeout(shared.session_timeout)
-                .with_fail_eagerly();
-            let client = shared
-                .access
-                .authenticate(connector)
-                .connect(&shared.connect)
-                .await
-                .ok()?;
+            let client = shared.open().await.ok()?;
             client.sync("/").await.ok()?;
             Some(client)
         };
@@ -257,4 +266,15 @@ async fn stand_in_while_disconnected(
     shared.stand_in.send_replace(None);
     info!(primary = %primary.session_id(), state = ?primary.state(),
         "the stand-in ZooKeeper session is closed");
+}
+
+/// The state `/metrics` shows for a live session's client state. A terminated session is
+/// about to be replaced, which the supervisor shows as `connecting`.
+fn gauged(state: zk::SessionState) -> SessionState {
+    match state {
+        zk::SessionState::SyncConnected => SessionState::Connected,
+        zk::SessionState::ConnectedReadOnly => SessionState::ReadOnly,
+        zk::SessionState::Disconnected => SessionState::Disconnected,
+        _ => SessionState::Connecting,
+    }
 }

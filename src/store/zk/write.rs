@@ -7,6 +7,7 @@ use std::time::Instant;
 use zookeeper_client as zk;
 
 use super::{stage_set, written, NoAnswer, ZkStore};
+use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{StoreError, Version, WriteOutcome};
@@ -36,7 +37,7 @@ impl ZkStore {
         mut writer: zk::MultiWriter<'_>,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        match tokio::time::timeout_at(deadline.into(), writer.commit()).await {
+        match self.within(ZkOp::Multi, deadline, writer.commit()).await {
             Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
             Ok(Ok(results)) => written(&results, client.session_id().0),
             Ok(Err(zk::MultiWriteError::OperationFailed {
@@ -98,7 +99,7 @@ impl ZkStore {
         }
         let free = LockRecord::default().encode();
         let call = client.set_data(&self.path(name), &free, Some(version.number));
-        match Self::within(deadline, call).await {
+        match self.within(ZkOp::SetData, deadline, call).await {
             Ok(Ok(stat)) => Ok(WriteOutcome::Written {
                 zxid: stat.mzxid,
                 version: stat.version,
@@ -121,7 +122,8 @@ impl ZkStore {
             return Ok(WriteOutcome::Conflict);
         };
         let session = client.session_id().0;
-        match Self::within(deadline, client.delete(&path, Some(version.number))).await {
+        let delete = client.delete(&path, Some(version.number));
+        match self.within(ZkOp::Delete, deadline, delete).await {
             Ok(Ok(())) => Ok(WriteOutcome::Written {
                 zxid: 0,
                 version: -1,

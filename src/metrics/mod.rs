@@ -1,0 +1,369 @@
+//! What `/metrics` shows: every metric family of one lockwarden instance, and its rendering
+//! in Prometheus' classic text format (the default) or in OpenMetrics (when a scraper asks
+//! for it, see [`Format::negotiate`]).
+//!
+//! Built on the `prometheus` crate (the TiKV project's client), because it fits an instance
+//! that owns its metrics: each [`Metrics`] has a registry of its own (tests run several
+//! instances in one process, which a process-wide recorder, as the `metrics` crate's
+//! exporters install, would mix up), its counters and histograms are fixed-size atomics that
+//! need no upkeep between scrapes, and its text encoder writes the classic format that
+//! `promtool check metrics` (2.42, Debian 12) accepts. OpenMetrics, which it lacks, is
+//! written by [`openmetrics`] from the same gathered families.
+//!
+//! Recording is cheap on the hot path: every labelled family except the HTTP one holds its
+//! series from the start ([`labels::Labeled`]), so recording is an index and an atomic add.
+//! No label ever carries a lock name, an owner or a concrete path, so the number of series
+//! is fixed by the code (see README, "Metrics", for every family and label value).
+
+use std::time::Duration;
+
+use prometheus::core::Collector;
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+use tracing::warn;
+
+use crate::model::UnixMillis;
+use crate::record::{Expiry, Holder};
+
+pub mod labels;
+pub mod openmetrics;
+pub mod zookeeper;
+
+pub use openmetrics::Format;
+
+use labels::{label_values, Labeled};
+
+/// Buckets for latencies, from half a millisecond to 30 s (the longest a request may take).
+pub const LATENCY_BUCKETS: [f64; 15] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Buckets for waits and holds, which last from milliseconds to hours.
+pub const SPAN_BUCKETS: [f64; 14] = [
+    0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0,
+];
+
+label_values!(
+    /// Which limit turned a waiting acquire away.
+    WaitLimit { PerLock = "per_lock", PerInstance = "per_instance" }
+);
+
+label_values!(
+    /// Why a waiting call woke up.
+    Wakeup { Record = "record", Predecessor = "predecessor", Timer = "timer", Handed = "handed" }
+);
+
+label_values!(
+    /// What became of a webhook delivery.
+    WebhookResult {
+        Delivered = "delivered",
+        AttemptFailed = "attempt_failed",
+        GivenUp = "given_up",
+        RefusedTarget = "refused_target",
+    }
+);
+
+label_values!(
+    /// How a call that waited in a queue ended.
+    WaitOutcome { Granted = "granted", Refused = "refused", Failed = "failed" }
+);
+
+label_values!(
+    /// How a hold ended, as this instance saw it end.
+    HoldEnd {
+        /// Its holder released it and nobody waited.
+        Released = "released",
+        /// Its holder released it to the next waiter, in the same write.
+        HandedOff = "handed_off",
+        /// Its lease ran out and a caller took the lock (the hold ended at the lease's end).
+        Expired = "expired",
+        /// A preemptor took it from its live holder.
+        TakenOver = "taken_over",
+        /// An admin force-released it.
+        Forced = "forced",
+    }
+);
+
+label_values!(
+    /// What an admin force release found.
+    ForceOutcome { Released = "released", AlreadyFree = "already_free", Failed = "failed" }
+);
+
+/// One instance's metrics. Counters, histograms and gauges are handles into its registry.
+pub struct Metrics {
+    registry: Registry,
+    pub grants: IntCounter,
+    pub handoffs: IntCounter,
+    pub expirations: IntCounter,
+    pub preemptions: IntCounter,
+    pub takeovers: IntCounter,
+    pub force_releases: Labeled<IntCounter, ForceOutcome>,
+    pub waits_started: IntCounter,
+    pub waits_refused: Labeled<IntCounter, WaitLimit>,
+    pub wakeups: Labeled<IntCounter, Wakeup>,
+    pub queue_reads_saved: IntCounter,
+    pub webhooks: Labeled<IntCounter, WebhookResult>,
+    /// By route template, method and outcome: made on first use, as the outcomes of a route
+    /// are few but not known up front.
+    requests: HistogramVec,
+    acquire_waits: Labeled<Histogram, WaitOutcome>,
+    holds: Labeled<Histogram, HoldEnd>,
+    pub handoff_writes: Histogram,
+    pub locks_held: IntGauge,
+    pub waiting_calls: IntGauge,
+    pub webhook_queue: IntGauge,
+    pub event_streams: IntGauge,
+    zookeeper: zookeeper::Families,
+}
+
+/// Registers `family`; the names are fixed in the code, so a failure is a bug.
+fn register<C: Collector + Clone + 'static>(
+    registry: &Registry,
+    family: Result<C, prometheus::Error>,
+) -> C {
+    let family = family.expect("a valid metric family");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("a metric family registered once");
+    family
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let r = &registry;
+        let counter = |name: &str, help: &str| register(r, IntCounter::new(name, help));
+        let gauge = |name: &str, help: &str| register(r, IntGauge::new(name, help));
+        let counters = |name: &str, help: &str, label: &str| {
+            register(r, IntCounterVec::new(Opts::new(name, help), &[label]))
+        };
+        let histograms = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
+            let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+            register(r, HistogramVec::new(opts, labels))
+        };
+        Metrics {
+            grants: counter("lockwarden_grants_total", "Locks granted without waiting."),
+            handoffs: counter(
+                "lockwarden_handoffs_total",
+                "Locks passed to a waiter (by a release, or taken by the waiter itself).",
+            ),
+            expirations: counter(
+                "lockwarden_expirations_total",
+                "Grants that took a lock whose holder's lease had run out (lazy expiry).",
+            ),
+            preemptions: counter(
+                "lockwarden_preemptions_total",
+                "Callers that became a lock's requestor, asking its holder to clean up.",
+            ),
+            takeovers: counter(
+                "lockwarden_takeovers_total",
+                "Preemptors that took a lock from its live holder.",
+            ),
+            force_releases: Labeled::of(&counters(
+                "lockwarden_force_releases_total",
+                "Admin force releases, by what they found.",
+                "outcome",
+            )),
+            waits_started: counter(
+                "lockwarden_waits_total",
+                "Acquire calls that joined a queue.",
+            ),
+            waits_refused: Labeled::of(&counters(
+                "lockwarden_waits_refused_total",
+                "Acquire calls refused with too_many_waiters, by the limit they met.",
+                "limit",
+            )),
+            wakeups: Labeled::of(&counters(
+                "lockwarden_waiter_wakeups_total",
+                "Times a waiting call woke up, by cause.",
+                "cause",
+            )),
+            queue_reads_saved: counter(
+                "lockwarden_queue_reads_saved_total",
+                "Releases, renewals and waiters that used what this instance remembered from its last hand-off of the lock instead of reading the queue.",
+            ),
+            webhooks: Labeled::of(&counters(
+                "lockwarden_webhooks_total",
+                "Webhook deliveries, by result.",
+                "result",
+            )),
+            requests: histograms(
+                "lockwarden_http_request_duration_seconds",
+                "Time from a request's arrival to its response head, by route template, method and outcome (ok, or the error code).",
+                &["route", "method", "outcome"],
+                &LATENCY_BUCKETS,
+            ),
+            acquire_waits: Labeled::of(&histograms(
+                "lockwarden_acquire_wait_seconds",
+                "Time acquire calls that joined a queue spent from arrival to their answer, by outcome.",
+                &["outcome"],
+                &SPAN_BUCKETS,
+            )),
+            holds: Labeled::of(&histograms(
+                "lockwarden_lock_hold_seconds",
+                "Time from a grant to the end of its hold, for holds this instance saw end, by how they ended.",
+                &["end"],
+                &SPAN_BUCKETS,
+            )),
+            handoff_writes: register(
+                r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "lockwarden_handoff_write_seconds",
+                        "Time a release's hand-off write (one ZooKeeper multi) took.",
+                    )
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+                ),
+            ),
+            locks_held: gauge(
+                "lockwarden_locks_held",
+                "Locks whose last write by this instance left them held, with the lease still running.",
+            ),
+            waiting_calls: gauge(
+                "lockwarden_waiters",
+                "Acquire calls waiting in a queue on this instance.",
+            ),
+            webhook_queue: gauge(
+                "lockwarden_webhook_queue_depth",
+                "Webhook events waiting for a free delivery slot of their target.",
+            ),
+            event_streams: gauge(
+                "lockwarden_event_stream_subscribers",
+                "Event streams (Server-Sent Events) open on this instance.",
+            ),
+            zookeeper: zookeeper::Families::register(r),
+            registry,
+        }
+    }
+
+    /// The series the ZooKeeper store records into; only it calls this.
+    pub fn zookeeper(&self) -> zookeeper::ZkMetrics {
+        self.zookeeper.series()
+    }
+
+    /// Records one HTTP request. `route` is the route template, never the concrete path.
+    pub fn request_took(&self, route: &str, method: &str, outcome: &str, took: Duration) {
+        self.requests
+            .with_label_values(&[route, method, outcome])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn acquire_waited(&self, outcome: WaitOutcome, took: Duration) {
+        self.acquire_waits.at(outcome).observe(took.as_secs_f64());
+    }
+
+    /// Records the end of `holder`'s hold, seen at `now`. An expired hold ended when its
+    /// lease did. Clocks of different instances may differ, so a negative span counts as 0.
+    pub fn hold_ended(&self, end: HoldEnd, holder: &Holder, now: UnixMillis) {
+        let Some(granted) = holder.acquired_at else {
+            return; // written by Helix, which does not record when
+        };
+        let ended = match (end, holder.expires) {
+            (HoldEnd::Expired, Expiry::At(at)) => at.min(now),
+            _ => now,
+        };
+        let millis = (ended.0 - granted.0).max(0);
+        self.holds.at(end).observe(millis as f64 / 1000.0);
+    }
+
+    /// A caller took the lock from `holder` at `now`: from a live holder (`live`, a
+    /// preemptor's takeover), or from one whose lease had run out (a lazy expiry).
+    pub fn taken_from(&self, holder: &Holder, live: bool, now: UnixMillis) {
+        let end = if live {
+            self.takeovers.inc();
+            HoldEnd::TakenOver
+        } else {
+            self.expirations.inc();
+            HoldEnd::Expired
+        };
+        self.hold_ended(end, holder, now);
+    }
+
+    /// Every family, in the format asked for.
+    pub fn render(&self, format: Format) -> String {
+        let families = self.registry.gather();
+        match format {
+            Format::Classic => {
+                let mut text = String::new();
+                if let Err(error) = TextEncoder::new().encode_utf8(&families, &mut text) {
+                    warn!(%error, "cannot render the metrics");
+                }
+                text
+            }
+            Format::OpenMetrics => openmetrics::encode(&families),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_renders_with_help_and_counters_end_in_total() {
+        let metrics = Metrics::new();
+        metrics.grants.inc();
+        metrics.request_took(
+            "/v1/locks/{name}/acquire",
+            "post",
+            "ok",
+            Duration::from_millis(3),
+        );
+        let text = metrics.render(Format::Classic);
+        assert!(text.contains("lockwarden_grants_total 1\n"), "{text}");
+        assert!(text.contains(
+            "lockwarden_http_request_duration_seconds_bucket{method=\"post\",outcome=\"ok\",route=\"/v1/locks/{name}/acquire\",le=\"0.005\"} 1\n"
+        ), "{text}");
+        for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
+            let name = line.split(' ').nth(2).unwrap();
+            assert!(text.contains(&format!("# HELP {name} ")), "{name} has help");
+            if line.ends_with(" counter") {
+                assert!(name.ends_with("_total"), "{line}");
+            }
+        }
+        assert!(
+            !text.contains("lockwarden_zookeeper"),
+            "no ZooKeeper series without a ZooKeeper store"
+        );
+    }
+
+    #[test]
+    fn holds_are_timed_from_the_grant_and_expired_ones_end_with_their_lease() {
+        let metrics = Metrics::new();
+        let holder = Holder {
+            expires: Expiry::At(UnixMillis(12_000)),
+            acquired_at: Some(UnixMillis(10_000)),
+            ..Holder::minimal("o")
+        };
+        metrics.hold_ended(HoldEnd::Expired, &holder, UnixMillis(50_000));
+        metrics.hold_ended(HoldEnd::Released, &holder, UnixMillis(11_500));
+        metrics.hold_ended(HoldEnd::Forced, &holder, UnixMillis(9_000));
+        let sum = |end| metrics.holds.at(end).get_sample_sum();
+        assert_eq!(sum(HoldEnd::Expired), 2.0);
+        assert_eq!(sum(HoldEnd::Released), 1.5);
+        assert_eq!(
+            sum(HoldEnd::Forced),
+            0.0,
+            "a clock behind the grant's counts 0"
+        );
+        assert_eq!(metrics.holds.at(HoldEnd::Forced).get_sample_count(), 1);
+    }
+
+    #[test]
+    fn zookeeper_series_start_connecting() {
+        let metrics = Metrics::new();
+        let zk = metrics.zookeeper();
+        zk.session(zookeeper::SessionState::Connected);
+        let text = metrics.render(Format::Classic);
+        assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connected\"} 1\n"));
+        assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connecting\"} 0\n"));
+    }
+}

@@ -1,0 +1,143 @@
+//! The ZooKeeper store's metrics: request latency by operation, store errors by kind, and
+//! the session's state. The families are registered with every instance's registry, but
+//! their series are made only by [`Families::series`], which only the ZooKeeper store calls:
+//! an instance on the in-memory store shows none of them (a registry leaves out a family
+//! without series).
+
+use std::future::Future;
+use std::time::Instant;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+use super::labels::{label_values, LabelValue, Labeled};
+use super::{register, LATENCY_BUCKETS};
+
+label_values!(
+    /// A ZooKeeper request, as the `operation` label names it.
+    ZkOp {
+        GetData = "get_data",
+        GetChildren = "get_children",
+        /// `exists`, with or without a watch.
+        Exists = "exists",
+        Create = "create",
+        SetData = "set_data",
+        Delete = "delete",
+        /// A transaction (every record write is one).
+        Multi = "multi",
+        Sync = "sync",
+    }
+);
+
+label_values!(
+    /// Why a store call failed, as the `kind` label names it.
+    StoreErrorKind {
+        /// No live session: nothing was sent.
+        NoSession = "no_session",
+        /// No answer within the request's deadline.
+        Timeout = "timeout",
+        ConnectionLoss = "connection_loss",
+        /// The session expired, moved or was closed.
+        SessionLost = "session_lost",
+        /// Authentication failed, or the ACLs refuse the request.
+        Auth = "auth",
+        Throttled = "throttled",
+        Other = "other",
+    }
+);
+
+label_values!(
+    /// The state of the instance's ZooKeeper session, as the `state` label names it.
+    SessionState {
+        /// No session: the first one, or a new one after the last expired, is being made.
+        Connecting = "connecting",
+        Connected = "connected",
+        /// Connected to a read-only server: reads work, writes fail.
+        ReadOnly = "read_only",
+        /// The session lives but its connection was lost; the client is reconnecting.
+        Disconnected = "disconnected",
+    }
+);
+
+/// The registered families, without series until a ZooKeeper store asks for them.
+pub(super) struct Families {
+    operations: HistogramVec,
+    errors: IntCounterVec,
+    session: IntGaugeVec,
+}
+
+impl Families {
+    pub(super) fn register(registry: &Registry) -> Families {
+        let operations = HistogramVec::new(
+            HistogramOpts::new(
+                "lockwarden_zookeeper_request_duration_seconds",
+                "Time ZooKeeper took to answer a request, by operation; requests that got no answer within their deadline are counted in lockwarden_store_errors_total{kind=\"timeout\"} instead.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["operation"],
+        );
+        let errors = IntCounterVec::new(
+            Opts::new(
+                "lockwarden_store_errors_total",
+                "Store calls that failed (the caller got 503 or retried), by kind.",
+            ),
+            &["kind"],
+        );
+        let session = IntGaugeVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_session_state",
+                "The state of this instance's ZooKeeper session: 1 for the current state, 0 for the others.",
+            ),
+            &["state"],
+        );
+        Families {
+            operations: register(registry, operations),
+            errors: register(registry, errors),
+            session: register(registry, session),
+        }
+    }
+
+    /// Makes every series, starting in `connecting`.
+    pub(super) fn series(&self) -> ZkMetrics {
+        let metrics = ZkMetrics {
+            operations: Labeled::of(&self.operations),
+            errors: Labeled::of(&self.errors),
+            session: Labeled::of(&self.session),
+        };
+        metrics.session(SessionState::Connecting);
+        metrics
+    }
+}
+
+/// What the ZooKeeper store records; cheap to clone (every series is shared).
+#[derive(Clone)]
+pub struct ZkMetrics {
+    operations: Labeled<prometheus::Histogram, ZkOp>,
+    errors: Labeled<prometheus::IntCounter, StoreErrorKind>,
+    session: Labeled<prometheus::IntGauge, SessionState>,
+}
+
+impl ZkMetrics {
+    /// Runs a request, and records how long it took once it is answered (with success or
+    /// an error). A request dropped unanswered (its deadline passed) records nothing: its
+    /// time would say only when the caller stopped waiting.
+    pub async fn time<F: Future>(&self, op: ZkOp, request: F) -> F::Output {
+        let started = Instant::now();
+        let answer = request.await;
+        self.operations
+            .at(op)
+            .observe(started.elapsed().as_secs_f64());
+        answer
+    }
+
+    pub fn error(&self, kind: StoreErrorKind) {
+        self.errors.at(kind).inc();
+    }
+
+    /// Marks `state` as the current one. (A scrape between the two steps may see no state
+    /// or two for an instant; that is all a gauge per state can offer without a lock.)
+    pub fn session(&self, state: SessionState) {
+        for &other in SessionState::ALL {
+            self.session.at(other).set(i64::from(other == state));
+        }
+    }
+}
