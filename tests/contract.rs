@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use common::Service;
 use lockwarden::api::{dto::ACQUIRE_FIELDS, error::ErrorCode, ROUTES};
@@ -222,6 +223,23 @@ async fn live_responses_match_their_schemas() {
     check_response(&spec, "post", "/v1/locks/{name}/renew", s, &not_owner);
     let (s, info) = svc.get("/v1/locks/c%2Fx?owner=o").await;
     check_response(&spec, "get", "/v1/locks/{name}", s, &info);
+    // A queue with a caller in it, so that its entries are checked too.
+    let waiter = {
+        let request = svc
+            .http
+            .post(format!("{}/v1/locks/c%2Fx/acquire", svc.base))
+            .json(&json!({"owner": "w", "lease_ms": 60000, "waiting_ms": 30000}));
+        tokio::spawn(request.send())
+    };
+    common::eventually(Duration::from_secs(10), "a caller queues", || async {
+        svc.get("/v1/locks/c%2Fx/queue").await.1["queue"]
+            .as_array()
+            .is_some_and(|q| !q.is_empty())
+    })
+    .await;
+    let (s, queued) = svc.get("/v1/locks/c%2Fx/queue").await;
+    check_response(&spec, "get", "/v1/locks/{name}/queue", s, &queued);
+    waiter.abort();
     let (s, listed) = svc.get("/v1/locks?limit=1").await;
     check_response(&spec, "get", "/v1/locks", s, &listed);
     let (s, valid) = svc.get("/v1/locks/c%2Fx/validate?fencing_token=1").await;

@@ -14,6 +14,7 @@ mod events;
 pub mod extract;
 mod handlers;
 pub mod json_int;
+mod queue;
 pub mod request_id;
 
 pub use handlers::OPENAPI;
@@ -39,10 +40,11 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 13] = [
+pub const ROUTES: [(&str, &str); 14] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
+    ("get", "/v1/locks/{name}/queue"),
     ("post", "/v1/locks/{name}/acquire"),
     ("post", "/v1/locks/{name}/renew"),
     ("post", "/v1/locks/{name}/release"),
@@ -65,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locks/{name}/acquire", post(handlers::acquire))
         .route("/v1/locks/{name}/renew", post(handlers::renew))
         .route("/v1/locks/{name}/release", post(handlers::release))
+        .route("/v1/locks/{name}/queue", get(queue::lock_queue))
         .route("/v1/locks/{name}/validate", get(handlers::validate))
         .route("/v1/locks/{name}/events", get(events::lock_events))
         .route("/v1/events", get(events::prefix_events))
