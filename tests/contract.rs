@@ -171,6 +171,23 @@ fn every_route_is_in_the_spec_and_nothing_else() {
 }
 
 #[test]
+fn the_dashboard_serves_the_documented_assets() {
+    let spec = spec();
+    let documented: BTreeSet<&str> = spec["paths"]["/ui/{asset}"]["get"]["parameters"][0]["schema"]
+        ["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let served: BTreeSet<&str> = lockwarden::api::ui::ASSETS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .collect();
+    assert_eq!(documented, served);
+}
+
+#[test]
 fn error_codes_and_acquire_fields_match() {
     let spec = spec();
     let codes: BTreeSet<&str> = spec["components"]["schemas"]["ErrorCode"]["enum"]

@@ -16,6 +16,7 @@ mod handlers;
 pub mod json_int;
 mod queue;
 pub mod request_id;
+pub mod ui;
 
 pub use handlers::OPENAPI;
 
@@ -40,7 +41,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 16] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -55,6 +56,8 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
     ("get", "/metrics"),
+    ("get", "/ui"),
+    ("get", "/ui/{asset}"),
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -75,6 +78,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))
         .route("/metrics", get(handlers::metrics))
+        .route("/ui", get(ui::page))
+        .route("/ui/{asset}", get(ui::asset))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)
