@@ -32,6 +32,7 @@ const page = {
       live: "Live: changes appear as they happen.",
       retrying: `Connection lost (${error ? error.describe() : ""}); reconnecting…`,
       refused: `Refused: ${error ? error.describe() : ""}`,
+      paused: "Paused while this tab is hidden; it catches up when shown.",
     }[state];
   },
 

@@ -12,17 +12,35 @@ const LAST_RETRY_MS = 5000;
 
 /**
  * Opens `path` and calls `onEvent({event, id, data})` for each event, and `onState(state,
- * error)` as the connection goes "connecting", "live", "retrying" (with the error), or
- * "refused" (401/403/400: it stops, since retrying cannot help until the token changes).
- * Returns a handle whose close() ends it.
+ * error)` as the connection goes "connecting", "live", "retrying" (with the error),
+ * "paused" (the tab is hidden), or "refused" (401/403/400: it stops, since retrying cannot
+ * help until the token changes). Returns a handle whose close() ends it.
+ *
+ * A hidden tab lets its stream go, and resumes it (with `Last-Event-ID`) when shown again:
+ * a browser keeps at most 6 HTTP/1.1 connections to one server, and every open stream
+ * holds one, so dashboards left in background tabs would otherwise stall a seventh.
  */
 export function follow(path, onEvent, onState) {
-  const controller = new AbortController();
   let lastId = "";
   let closed = false;
   let delay = FIRST_RETRY_MS;
+  let connection = null;
+  let shown = null;
 
-  async function connectOnce() {
+  function visibility() {
+    if (document.hidden) {
+      if (connection) {
+        connection.abort();
+      }
+    } else if (shown) {
+      shown();
+    }
+  }
+  document.addEventListener("visibilitychange", visibility);
+
+  // Resolves to "refused" or "aborted" (closed, or the tab was hidden); throws when the
+  // stream fails or ends.
+  async function connectOnce(signal) {
     const request = headers("text/event-stream");
     if (lastId) {
       request["Last-Event-ID"] = lastId;
@@ -31,13 +49,13 @@ export function follow(path, onEvent, onState) {
     try {
       response = await fetch(path, {
         headers: request,
-        signal: controller.signal,
+        signal,
         cache: "no-store",
         credentials: "omit",
       });
     } catch (error) {
       if (error.name === "AbortError") {
-        return "closed";
+        return "aborted";
       }
       throw new ApiError(0, "unreachable", "the service cannot be reached");
     }
@@ -51,28 +69,44 @@ export function follow(path, onEvent, onState) {
     }
     onState("live");
     delay = FIRST_RETRY_MS;
-    await readEvents(response.body, (event) => {
-      lastId = event.id;
-      onEvent(event);
-    });
+    try {
+      await readEvents(response.body, (event) => {
+        lastId = event.id;
+        onEvent(event);
+      });
+    } catch (error) {
+      if (error.name === "AbortError") {
+        return "aborted";
+      }
+      throw error;
+    }
     throw new ApiError(0, "stream_ended", "the event stream ended");
   }
 
   async function run() {
     while (!closed) {
+      if (document.hidden) {
+        onState("paused");
+        await new Promise((resolve) => {
+          shown = resolve;
+        });
+        shown = null;
+        continue;
+      }
+      connection = new AbortController();
       onState("connecting");
       try {
-        // It returns only when closed or refused; a drop or a failure throws.
-        await connectOnce();
-        return;
+        if ((await connectOnce(connection.signal)) === "refused") {
+          return;
+        }
       } catch (error) {
-        if (closed || error.name === "AbortError") {
+        if (closed) {
           return;
         }
         onState("retrying", error);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, LAST_RETRY_MS);
       }
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, LAST_RETRY_MS);
     }
   }
 
@@ -80,7 +114,13 @@ export function follow(path, onEvent, onState) {
   return {
     close() {
       closed = true;
-      controller.abort();
+      document.removeEventListener("visibilitychange", visibility);
+      if (connection) {
+        connection.abort();
+      }
+      if (shown) {
+        shown();
+      }
     },
   };
 }

@@ -29,11 +29,26 @@ where
     F: FnOnce(Browser) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    with_browsers(1, |mut browsers| test(browsers.remove(0))).await;
+}
+
+/// Runs `test` with `count` fresh browsers (one session, one Chromium each), and closes
+/// them all even when the test panics.
+pub async fn with_browsers<F, Fut>(count: usize, test: F)
+where
+    F: FnOnce(Vec<Browser>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let _turn = TURN.lock().await;
-    // Tall enough for a lock's page, queue included, in one screenshot.
-    let browser = Browser::open(1280, 1100).await;
-    let outcome = tokio::spawn(test(browser.clone())).await;
-    browser.close().await;
+    let mut browsers = Vec::with_capacity(count);
+    for _ in 0..count {
+        // Tall enough for a lock's page, queue included, in one screenshot.
+        browsers.push(Browser::open(1280, 1100).await);
+    }
+    let outcome = tokio::spawn(test(browsers.clone())).await;
+    for browser in browsers {
+        browser.close().await;
+    }
     if let Err(failure) = outcome {
         std::panic::resume_unwind(failure.into_panic());
     }

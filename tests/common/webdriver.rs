@@ -125,6 +125,26 @@ impl Browser {
         self.command("DELETE", "", None).await;
     }
 
+    /// Opens a new tab, switches to it, and loads `url` there.
+    pub async fn open_tab(&self, url: &str) {
+        let tab = self
+            .command("POST", "/window/new", Some(json!({"type": "tab"})))
+            .await;
+        self.switch_to(&tab["handle"]).await;
+        self.goto(url).await;
+    }
+
+    /// The handle of the current tab.
+    pub async fn tab(&self) -> Value {
+        self.command("GET", "/window", None).await
+    }
+
+    /// Makes the tab `handle` the current one (and the one shown).
+    pub async fn switch_to(&self, handle: &Value) {
+        self.command("POST", "/window", Some(json!({"handle": handle})))
+            .await;
+    }
+
     pub async fn goto(&self, url: &str) {
         self.command("POST", "/url", Some(json!({"url": url})))
             .await;
