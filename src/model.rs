@@ -242,6 +242,11 @@ impl UnixMillis {
         UnixMillis(self.0.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)))
     }
 
+    /// Milliseconds from `self` until `later`; 0 once `later` has passed.
+    pub fn millis_until(self, later: UnixMillis) -> u64 {
+        u64::try_from(later.0.saturating_sub(self.0)).unwrap_or(0)
+    }
+
     /// RFC 3339 UTC with milliseconds; `None` outside the years 0000–9999.
     pub fn rfc3339(self) -> Option<String> {
         let when =

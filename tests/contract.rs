@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use common::Service;
 use lockwarden::api::{dto::ACQUIRE_FIELDS, error::ErrorCode, ROUTES};
@@ -170,6 +171,23 @@ fn every_route_is_in_the_spec_and_nothing_else() {
 }
 
 #[test]
+fn the_dashboard_serves_the_documented_assets() {
+    let spec = spec();
+    let documented: BTreeSet<&str> = spec["paths"]["/ui/{asset}"]["get"]["parameters"][0]["schema"]
+        ["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let served: BTreeSet<&str> = lockwarden::api::ui::ASSETS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .collect();
+    assert_eq!(documented, served);
+}
+
+#[test]
 fn error_codes_and_acquire_fields_match() {
     let spec = spec();
     let codes: BTreeSet<&str> = spec["components"]["schemas"]["ErrorCode"]["enum"]
@@ -222,6 +240,23 @@ async fn live_responses_match_their_schemas() {
     check_response(&spec, "post", "/v1/locks/{name}/renew", s, &not_owner);
     let (s, info) = svc.get("/v1/locks/c%2Fx?owner=o").await;
     check_response(&spec, "get", "/v1/locks/{name}", s, &info);
+    // A queue with a caller in it, so that its entries are checked too.
+    let waiter = {
+        let request = svc
+            .http
+            .post(format!("{}/v1/locks/c%2Fx/acquire", svc.base))
+            .json(&json!({"owner": "w", "lease_ms": 60000, "waiting_ms": 30000}));
+        tokio::spawn(request.send())
+    };
+    common::eventually(Duration::from_secs(10), "a caller queues", || async {
+        svc.get("/v1/locks/c%2Fx/queue").await.1["queue"]
+            .as_array()
+            .is_some_and(|q| !q.is_empty())
+    })
+    .await;
+    let (s, queued) = svc.get("/v1/locks/c%2Fx/queue").await;
+    check_response(&spec, "get", "/v1/locks/{name}/queue", s, &queued);
+    waiter.abort();
     let (s, listed) = svc.get("/v1/locks?limit=1").await;
     check_response(&spec, "get", "/v1/locks", s, &listed);
     let (s, valid) = svc.get("/v1/locks/c%2Fx/validate?fencing_token=1").await;

@@ -20,7 +20,7 @@ pub struct Limits {
 pub const MAX_MESSAGE_CHARS: usize = 1024;
 pub const MAX_URL_BYTES: usize = 2048;
 
-fn rfc3339(at: UnixMillis) -> Option<String> {
+pub(super) fn rfc3339(at: UnixMillis) -> Option<String> {
     at.rfc3339()
 }
 
@@ -58,6 +58,9 @@ pub struct LockInfo {
     pub acquired_at: Option<String>,
     pub expires_at: Option<String>,
     pub remaining_ms: Option<u64>,
+    /// Milliseconds left of the holder's cleanup window, on the service's clock: what a
+    /// dashboard counts down from, without comparing its own clock with the service's.
+    pub cleanup_remaining_ms: Option<u64>,
     pub cleanup_ms: u64,
     pub waiting_ms: Option<u64>,
     pub forceful: bool,
@@ -92,6 +95,12 @@ impl LockInfo {
                 Expiry::At(at) => rfc3339(at),
             }),
             remaining_ms: engine::remaining_ms(&lock.record, now),
+            cleanup_remaining_ms: lock
+                .record
+                .requestor
+                .as_ref()
+                .and_then(|r| r.cleanup_deadline)
+                .map(|deadline| now.millis_until(deadline)),
             cleanup_ms: holder.map_or(0, |h| h.cleanup_ms),
             waiting_ms: holder.and_then(|h| h.waiting_ms),
             forceful: holder.is_some_and(|h| h.forceful),

@@ -15,7 +15,9 @@ pub mod extract;
 mod handlers;
 pub mod json_int;
 mod metered;
+mod queue;
 pub mod request_id;
+pub mod ui;
 
 pub use handlers::OPENAPI;
 
@@ -40,10 +42,11 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 13] = [
+pub const ROUTES: [(&str, &str); 16] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
+    ("get", "/v1/locks/{name}/queue"),
     ("post", "/v1/locks/{name}/acquire"),
     ("post", "/v1/locks/{name}/renew"),
     ("post", "/v1/locks/{name}/release"),
@@ -54,6 +57,8 @@ pub const ROUTES: [(&str, &str); 13] = [
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
     ("get", "/metrics"),
+    ("get", "/ui"),
+    ("get", "/ui/{asset}"),
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -67,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locks/{name}/acquire", post(handlers::acquire))
         .route("/v1/locks/{name}/renew", post(handlers::renew))
         .route("/v1/locks/{name}/release", post(handlers::release))
+        .route("/v1/locks/{name}/queue", get(queue::lock_queue))
         .route("/v1/locks/{name}/validate", get(handlers::validate))
         .route("/v1/locks/{name}/events", get(events::lock_events))
         .route("/v1/events", get(events::prefix_events))
@@ -74,6 +80,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))
         .route("/metrics", get(handlers::metrics))
+        .route("/ui", get(ui::page))
+        .route("/ui/{asset}", get(ui::asset))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

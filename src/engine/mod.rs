@@ -344,6 +344,6 @@ pub fn is_current(record: &LockRecord, token: FencingToken, now: UnixMillis) -> 
 pub fn remaining_ms(record: &LockRecord, now: UnixMillis) -> Option<u64> {
     match record.holder.as_ref()?.expires {
         Expiry::Never => None,
-        Expiry::At(at) => Some(u64::try_from(at.0.saturating_sub(now.0)).unwrap_or(0)),
+        Expiry::At(at) => Some(now.millis_until(at)),
     }
 }

@@ -22,6 +22,7 @@ mod gc;
 mod joining;
 mod leaving;
 mod outcome;
+pub mod queue_view;
 mod release;
 mod replies;
 mod waiting;
@@ -331,8 +332,16 @@ impl LockService {
     }
 
     pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
+        Ok(self.look(name, self.deadline()).await?.0)
+    }
+
+    /// The lock as it is now, and its queue: what `get` and the queue view show.
+    async fn look(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
         let now = UnixMillis::now();
-        let deadline = self.deadline();
         let stored = self.store.read(name, deadline).await?;
         // A lock with a record may have waiters, shown too; one read of its queue.
         let queue = match &stored {
@@ -340,7 +349,7 @@ impl LockService {
             None => Vec::new(),
         };
         let record = stored.map(|s| s.record).unwrap_or_default();
-        Ok(snapshot(name, &record, &queue, now))
+        Ok((snapshot(name, &record, &queue, now), queue))
     }
 
     pub async fn validate(

@@ -108,9 +108,7 @@ fn target_of(url: &str) -> String {
 }
 
 fn body_of(event: &LockEvent, now: UnixMillis) -> Vec<u8> {
-    let remaining = event
-        .cleanup_deadline
-        .map(|d| u64::try_from(d.0 - now.0).unwrap_or(0));
+    let remaining = event.cleanup_deadline.map(|d| now.millis_until(d));
     let body = json!({
         "type": event.kind.as_str(),
         "timestamp": now.rfc3339(),

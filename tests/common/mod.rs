@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod dashboard;
 pub mod ensemble;
 pub mod framing;
 pub mod history;
@@ -11,6 +12,7 @@ pub mod nemesis;
 pub mod proxy;
 pub mod receiver;
 pub mod sse;
+pub mod webdriver;
 pub mod zk;
 
 /// Runs each named `async fn(Service)` as two tests: on ZooKeeper and in memory.
