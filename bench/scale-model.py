@@ -48,17 +48,19 @@ def ceiling(args, shards, instances):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ensemble-writes", type=float, default=23000.0,
+    p.add_argument("--ensemble-writes", type=float, default=6700.0,
                    help="one ensemble's write ceiling, writes/s (default: 2x the raw create+delete "
-                        "pairs/s measured with 32 in flight on a standalone server, forceSync on)")
-    p.add_argument("--instance-pairs", type=float, default=3900.0,
-                   help="acquire+release pairs/s one instance serves with its CPU (default: parallel "
-                        "C=32 measured on the 2-core machine shared with ZooKeeper)")
+                        "pairs/s with 32 in flight that scripts/bench-scale measured on a 3-node "
+                        "ensemble sharing 2 cores with everything else; a standalone server on the "
+                        "same machine reached 2x 11,584)")
+    p.add_argument("--instance-pairs", type=float, default=2235.0,
+                   help="acquire+release pairs/s one instance serves (default: scripts/bench-scale, "
+                        "1 instance, C=32, on the same 2 cores as the ensemble and the bench)")
     p.add_argument("--utilisation", type=float, default=0.7,
                    help="the share of the ceiling to plan for; queueing latency grows fast above it")
     p.add_argument("--renew-every-ms", type=float, default=10000.0,
                    help="renewal interval of held locks (the client renews every third of the lease)")
-    p.add_argument("--single-lock-handoff-ms", type=float, default=1.3,
+    p.add_argument("--single-lock-handoff-ms", type=float, default=1.2,
                    help="one hand-off's critical path on one lock (a fsync-bound multi plus the "
                         "HTTP answer); bounds one lock's hand-offs/s whatever the shards")
     args = p.parse_args()

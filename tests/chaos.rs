@@ -174,7 +174,7 @@ async fn a_killed_instances_holders_survive_and_its_waiters_go() {
         serde_json::json!({"owner": "h", "lease_ms": 30000}),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "{held}\n{}", cluster.ensemble.log_tails(40));
     let waiter = tokio::spawn(post(
         format!("{}/v1/locks/k/acquire", urls[0]),
         serde_json::json!({"owner": "w", "lease_ms": 1000, "waiting_ms": 60000}),
