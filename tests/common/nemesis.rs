@@ -120,6 +120,41 @@ impl Cluster {
             })
             .await;
         }
+        // Ready is not yet quick: a fresh root's first lock creates its parents, one write
+        // after another, and through the lagging follower each takes about twice its lag, so
+        // a scenario's first acquire could run out of store timeout. Each instance takes and
+        // frees one lock first (retried with one request id, so a lost answer costs nothing).
+        for (i, instance) in started.iter().enumerate() {
+            let url = format!("{}/v1/locks/warm-up-{i}", instance.base());
+            let body = serde_json::json!({"owner": "warm-up", "lease_ms": 5000,
+                "request_id": format!("warm-up-{i}")});
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let lease = loop {
+                let answer = http.post(format!("{url}/acquire")).json(&body).send().await;
+                let granted: serde_json::Value = match answer {
+                    Ok(answer) => answer.json().await.unwrap_or_default(),
+                    Err(_) => serde_json::Value::Null,
+                };
+                if let Some(lease) = granted["lease_id"].as_str() {
+                    break lease.to_owned();
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no first lock on {url}: {granted}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let released = http
+                .post(format!("{url}/release"))
+                .json(&serde_json::json!({"lease_id": lease}))
+                .send()
+                .await
+                .map(|a| a.status());
+            assert!(
+                released.as_ref().is_ok_and(|s| s.is_success()),
+                "{released:?}"
+            );
+        }
         Cluster {
             ensemble,
             proxies,
