@@ -1,10 +1,11 @@
 //! Renewal under a ZooKeeper fault: a 1 s lease renewed for 60 s through a kill of the
-//! ensemble's leader. A competitor on another instance tries to take the lock every
-//! 100 ms. What must hold, always: the competitor never gets the lock while the guard has
-//! not reported a loss, and the token never changes meanwhile. Whether the lease was kept
-//! for the whole minute depends on how long ZooKeeper's election and the instance's
-//! reconnection take against the ~650 ms a third-of-the-lease renewal leaves; that is
-//! printed (with the longest stretch without a successful renewal, seen from outside).
+//! ensemble's leader (issue 11's target). A competitor on another instance tries to take
+//! the lock every 100 ms. What must hold, always: the competitor never gets the lock while
+//! the guard has not reported a loss, and the token never changes meanwhile. And the lease
+//! is kept for the whole minute: the instance is without ZooKeeper for the election plus
+//! at most about 50 ms (its stand-in session, `src/store/zk/session.rs`), well inside the
+//! ~650 ms a third-of-the-lease renewal leaves. The longest stretch without a successful
+//! renewal, seen from outside, is printed.
 
 use std::time::{Duration, Instant};
 
@@ -55,8 +56,11 @@ async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
                 lost.is_some(),
                 "the competitor got a lock the guard still holds: {answer}"
             );
-            println!("the guard lost the lease ({lost:?}) at {:?}; the competitor took it after the margin", started.elapsed());
-            return;
+            panic!(
+                "the guard lost the lease ({lost:?}) at {:?} (the competitor took it after \
+                 the margin, as it may): the lease was not kept through the leader kill",
+                started.elapsed()
+            );
         }
         if status == 409 && lost.is_none() {
             assert_eq!(
@@ -81,11 +85,14 @@ async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
          by the competitor: {longest_stale:?}; its answers: {answers:?}",
         guard.loss().is_none()
     );
-    if guard.loss().is_none() {
-        assert_eq!(
-            holder_side.info("kept").await["fencing_token"].as_u64(),
-            Some(token.0)
-        );
-        guard.release().await.unwrap();
-    }
+    assert_eq!(
+        guard.loss(),
+        None,
+        "the lease was kept through the leader kill"
+    );
+    assert_eq!(
+        holder_side.info("kept").await["fencing_token"].as_u64(),
+        Some(token.0)
+    );
+    guard.release().await.unwrap();
 }
