@@ -291,7 +291,7 @@ async fn a_never_used_lock_reads_as_free(svc: Service) {
         json!({"name": "never/used", "state": "free", "owner": null, "message": "", "priority": 0,
                "lease_ms": null, "acquired_at": null, "expires_at": null, "remaining_ms": null,
                "cleanup_ms": 0, "waiting_ms": null, "forceful": false, "fencing_token": null,
-               "requestor": null, "waiters": 0})
+               "requestor": null, "cleanup_remaining_ms": null, "waiters": 0})
     );
 }
 
