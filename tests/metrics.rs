@@ -287,6 +287,10 @@ async fn metrics_after_real_traffic_tell_what_happened_and_pass_promtool() {
             "{name}{labels:?} in\n{text}"
         );
     }
+    assert!(
+        text.lines().any(|l| l == "lockwarden_zookeeper_stand_in 0"),
+        "no stand-in session serves while the primary is connected:\n{text}"
+    );
 
     let routes: Vec<&str> = lockwarden::api::ROUTES.iter().map(|(_, p)| *p).collect();
     for ((name, labels), _) in samples(&text) {

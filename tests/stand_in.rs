@@ -129,6 +129,23 @@ async fn through_a_quorum_loss_renewals_resume_and_the_waiter_keeps_its_place() 
         )
         .await;
     }
+    // Once the primary is back, /metrics says no stand-in serves.
+    common::eventually(
+        Duration::from_secs(20),
+        "the stand-in gauge at 0",
+        || async {
+            let text = match http
+                .get(format!("{}/metrics", instance.base()))
+                .send()
+                .await
+            {
+                Ok(answer) => answer.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            text.lines().any(|l| l == "lockwarden_zookeeper_stand_in 0")
+        },
+    )
+    .await;
     println!(
         "renewed {renewed_after:?} after the quorum returned; a stand-in session served: {served}"
     );

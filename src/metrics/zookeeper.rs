@@ -63,6 +63,7 @@ pub(super) struct Families {
     operations: HistogramVec,
     errors: IntCounterVec,
     session: IntGaugeVec,
+    stand_in: IntGaugeVec,
 }
 
 impl Families {
@@ -89,10 +90,18 @@ impl Families {
             ),
             &["state"],
         );
+        let stand_in = IntGaugeVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_stand_in",
+                "1 while a stand-in ZooKeeper session serves this instance's reads and record writes because its primary session is disconnected, else 0.",
+            ),
+            &[],
+        );
         Families {
             operations: register(registry, operations),
             errors: register(registry, errors),
             session: register(registry, session),
+            stand_in: register(registry, stand_in),
         }
     }
 
@@ -102,6 +111,7 @@ impl Families {
             operations: Labeled::of(&self.operations),
             errors: Labeled::of(&self.errors),
             session: Labeled::of(&self.session),
+            stand_in: self.stand_in.with_label_values::<&str>(&[]),
         };
         metrics.session(SessionState::Connecting);
         metrics
@@ -114,6 +124,7 @@ pub struct ZkMetrics {
     operations: Labeled<prometheus::Histogram, ZkOp>,
     errors: Labeled<prometheus::IntCounter, StoreErrorKind>,
     session: Labeled<prometheus::IntGauge, SessionState>,
+    stand_in: prometheus::IntGauge,
 }
 
 impl ZkMetrics {
@@ -127,6 +138,11 @@ impl ZkMetrics {
             .at(op)
             .observe(started.elapsed().as_secs_f64());
         answer
+    }
+
+    /// Whether a stand-in session serves (see `store::zk::session`).
+    pub fn stand_in(&self, serving: bool) {
+        self.stand_in.set(i64::from(serving));
     }
 
     pub fn error(&self, kind: StoreErrorKind) {

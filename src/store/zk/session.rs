@@ -214,6 +214,7 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             task.abort();
         }
         shared.stand_in.send_replace(None);
+        shared.metrics.stand_in(false);
         warn!(session = %client.session_id(), state = ?client.state(),
             "ZooKeeper session ended; building a new one");
         shared.set(None);
@@ -259,11 +260,13 @@ async fn stand_in_while_disconnected(
     info!(session = %stand_in.session_id(), primary = %primary.session_id(),
         "the ZooKeeper session is disconnected; a stand-in session serves meanwhile");
     shared.stand_in.send_replace(Some(stand_in));
+    shared.metrics.stand_in(true);
     tokio::select! {
         _ = &mut back => {}
         _ = stopped.changed() => {}
     }
     shared.stand_in.send_replace(None);
+    shared.metrics.stand_in(false);
     info!(primary = %primary.session_id(), state = ?primary.state(),
         "the stand-in ZooKeeper session is closed");
 }
