@@ -94,16 +94,12 @@ pub(super) async fn compare(
                 .collect(),
         )
     });
-    let (figure, floor_is) = match (&floor, shared) {
-        (_, true) => (
-            format!("contended C={clients}, one lock: hand-offs"),
-            floor_name(&floor, clients),
-        ),
-        (_, false) => (
-            format!("parallel C={clients}, own locks: acquire+release pairs"),
-            floor_name(&floor, clients),
-        ),
+    let figure = if shared {
+        format!("contended C={clients}, one lock: hand-offs")
+    } else {
+        format!("parallel C={clients}, own locks: acquire+release pairs")
     };
+    let floor_is = floor_name(&floor, clients);
     let ratio = Ratio {
         figure,
         unit: "/s".into(),
