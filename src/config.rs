@@ -147,9 +147,10 @@ pub struct ServeArgs {
         default_value_t = 6_000
     )]
     pub zk_session_timeout_ms: u64,
-    /// Threads that serve requests. The default is one less than the CPUs (at least one):
-    /// the ZooKeeper client does its socket I/O on a thread of its own, and request threads
-    /// that compete with it for the last CPU cost more in hand-overs than they add.
+    /// Threads that serve requests (and the ZooKeeper client's socket, which is on the same
+    /// runtime). The default is one less than the CPUs (at least one), which leaves a CPU to
+    /// what usually shares the machine (ZooKeeper, a sidecar); on 2 CPUs shared with
+    /// ZooKeeper, one and two threads measured the same (BENCHMARKS.md).
     #[arg(long, env = "LOCKWARDEN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
 }
