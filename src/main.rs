@@ -7,6 +7,12 @@ use clap::Parser;
 use lockwarden::config::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc's malloc: a request allocates and frees many small buffers on
+/// whichever worker runs it, and glibc's arenas spent about a tenth of the service's CPU on
+/// that (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
