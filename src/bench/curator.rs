@@ -10,12 +10,15 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use super::stats::server_counts;
 use super::Row;
 
 pub struct Curator {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
+    /// ZooKeeper's connection string, to read its counters around the timed runs.
+    zk: String,
 }
 
 impl Curator {
@@ -44,6 +47,7 @@ impl Curator {
             child,
             stdin,
             lines: BufReader::new(stdout).lines(),
+            zk: zk.to_owned(),
         };
         let ready = curator.answer(Duration::from_secs(60)).await?;
         if ready["op"] != "ready" {
@@ -107,9 +111,11 @@ impl Curator {
     ) -> Result<Row, String> {
         let mode = if contended { "contended" } else { "parallel" };
         let within = Duration::from_secs_f64(warm + seconds + 180.0);
+        let before = server_counts(&self.zk);
         let a = self
             .ask(&format!("timed {mode} {clients} {warm} {seconds}"), within)
             .await?;
+        let after = server_counts(&self.zk);
         let number = |key: &str| a[key].as_f64().unwrap_or(f64::NAN);
         let (scenario, note) = if contended {
             (
@@ -132,8 +138,10 @@ impl Curator {
             p50_us: number("p50_us"),
             p99_us: number("p99_us"),
             per_second: number("per_second"),
-            zk_writes_per_op: f64::NAN,
-            zk_reads_per_op: f64::NAN,
+            // Per cycle of the whole run (warm-up and tail too); the clients' sessions are
+            // opened and closed inside it, which adds 2 writes per client to the total.
+            zk_writes_per_op: (after.writes - before.writes) / number("cycles"),
+            zk_reads_per_op: (after.reads - before.reads) / number("cycles"),
             note,
         })
     }

@@ -7,7 +7,7 @@ use zookeeper_client as zk;
 
 use super::curator::Curator;
 use super::scenarios::Bench;
-use super::stats::{per_op, percentile, server_counts};
+use super::stats::{cpu_note, per_op, percentile, process_cpu, server_counts};
 use super::Row;
 
 impl Bench {
@@ -124,6 +124,9 @@ impl Bench {
         type Samples = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
         let mut per_round: Vec<Samples> = (0..rounds).map(|_| Samples::default()).collect();
         let (mut writes, mut reads) = (0.0, 0.0);
+        let (mut curator_writes, mut curator_reads) = (0.0, 0.0);
+        // The service's CPU time over lockwarden's batches, when its pid is known.
+        let mut service_cpu = Some(Duration::ZERO);
         let mut batches = 0usize;
         for (lw, floor, cur) in per_round.iter_mut() {
             while lw.len() < wanted {
@@ -132,12 +135,18 @@ impl Bench {
                     match (batches + turn) % 3 {
                         0 => {
                             let before = server_counts(&self.args.zk);
+                            let cpu_before = process_cpu(self.args.service_pid);
                             for _ in 0..batch {
                                 let t = Instant::now();
                                 client.cycle().await?;
                                 lw.push(t.elapsed());
                             }
+                            let cpu_after = process_cpu(self.args.service_pid);
                             let after = server_counts(&self.args.zk);
+                            service_cpu = match (service_cpu, cpu_before, cpu_after) {
+                                (Some(sum), Some(b), Some(a)) => Some(sum + a.saturating_sub(b)),
+                                _ => None,
+                            };
                             writes += after.writes - before.writes;
                             reads += after.reads - before.reads;
                         }
@@ -148,7 +157,11 @@ impl Bench {
                         }
                         _ => {
                             if let Some(curator) = curator.as_deref_mut() {
+                                let before = server_counts(&self.args.zk);
                                 cur.extend(curator.uncontended(batch).await?);
+                                let after = server_counts(&self.args.zk);
+                                curator_writes += after.writes - before.writes;
+                                curator_reads += after.reads - before.reads;
                             }
                         }
                     }
@@ -194,8 +207,9 @@ impl Bench {
         };
         let curator = (!curators.is_empty()).then(|| Row {
             per_second: rate(&curators),
-            zk_writes_per_op: f64::NAN,
-            zk_reads_per_op: f64::NAN,
+            // Counted around Curator's batches only.
+            zk_writes_per_op: curator_writes / curators.len() as f64,
+            zk_reads_per_op: curator_reads / curators.len() as f64,
             note: interleaved,
             ..Row::of_samples("curator: uncontended acquire+release", 1, &mut curators)
         });
@@ -204,6 +218,7 @@ impl Bench {
             // Counted around lockwarden's batches only.
             zk_writes_per_op: writes / n.max(1) as f64,
             zk_reads_per_op: reads / n.max(1) as f64,
+            note: cpu_note(Some(Duration::ZERO), service_cpu, n),
             ..Row::of_samples("uncontended: acquire+release", 1, &mut cycles)
         };
         Ok(Uncontended {

@@ -11,7 +11,7 @@ use zookeeper_client as zk;
 
 use super::client::Connection;
 
-use super::stats::{jain, per_op, server_counts};
+use super::stats::{cpu_note, jain, per_op, process_cpu, server_counts};
 use super::{BenchArgs, Row};
 
 /// One measuring loop's client: its own connection, and its requests prepared once.
@@ -211,7 +211,9 @@ impl Bench {
         window: Duration,
     ) -> Result<(Row, Vec<usize>), String> {
         let before = server_counts(&self.args.zk);
+        let cpu_before = process_cpu(self.args.service_pid);
         let (per_client, span, warm) = self.loops(clients, shared, window).await?;
+        let cpu_after = process_cpu(self.args.service_pid);
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
@@ -221,6 +223,7 @@ impl Bench {
             per_second: total as f64 / span.as_secs_f64(),
             zk_writes_per_op: w,
             zk_reads_per_op: r,
+            note: cpu_note(cpu_before, cpu_after, total + warm),
             ..Row::of_samples(scenario, clients, &mut samples)
         };
         Ok((row, counts))
@@ -240,7 +243,7 @@ impl Bench {
             )
             .await?;
         Ok(Row {
-            note: "p50/p99: the acquire".into(),
+            note: joined("p50/p99: the acquire", &row.note),
             ..row
         })
     }
@@ -275,7 +278,10 @@ impl Bench {
             counts.iter().min().unwrap_or(&0),
             counts.iter().max().unwrap_or(&0)
         );
-        Ok(Row { note, ..row })
+        Ok(Row {
+            note: joined(&note, &row.note),
+            ..row
+        })
     }
 
     /// The service's running total of hand-off write time (seconds) and count, from
@@ -291,5 +297,14 @@ impl Bench {
             value("lockwarden_handoff_write_seconds_sum")?,
             value("lockwarden_handoff_write_seconds_count")?,
         ))
+    }
+}
+
+/// A row's note with another part after it, when there is one.
+fn joined(note: &str, more: &str) -> String {
+    if more.is_empty() {
+        note.to_owned()
+    } else {
+        format!("{note}; {more}")
     }
 }

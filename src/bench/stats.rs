@@ -1,4 +1,4 @@
-//! Latency summaries and ZooKeeper's server-side counters (`mntr`).
+//! Latency summaries, ZooKeeper's server-side counters (`mntr`) and the service's CPU time.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -48,6 +48,32 @@ pub fn server_counts(connect: &str) -> ServerCounts {
     }
 }
 
+/// The CPU time (user and system) the process `pid` has used so far, from `/proc`; `None`
+/// without a pid or where `/proc` cannot tell.
+pub fn process_cpu(pid: Option<u32>) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
+}
+
+/// The service's CPU time per operation between two readings, as a note ("" when unknown).
+pub fn cpu_note(before: Option<Duration>, after: Option<Duration>, ops: usize) -> String {
+    match (before, after) {
+        (Some(before), Some(after)) if ops > 0 => format!(
+            "service CPU {:.0} µs per op",
+            after.saturating_sub(before).as_secs_f64() * 1e6 / ops as f64
+        ),
+        _ => String::new(),
+    }
+}
+
 /// Counts per operation between two readings.
 pub fn per_op(before: ServerCounts, after: ServerCounts, ops: usize) -> (f64, f64) {
     let ops = ops.max(1) as f64;
@@ -78,5 +104,17 @@ mod tests {
         assert_eq!(percentile(&mut samples, 99.0), 99.0);
         assert!((jain(&[5, 5, 5]) - 1.0).abs() < 1e-9);
         assert!(jain(&[10, 0]) < 0.6);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu() {
+        let used = process_cpu(Some(std::process::id())).expect("/proc/self/stat reads");
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(50) {}
+        let later = process_cpu(Some(std::process::id())).unwrap();
+        assert!(later > used, "50 ms of spinning shows as CPU time");
+        assert_eq!(process_cpu(None), None);
+        assert!(cpu_note(Some(used), Some(later), 10).starts_with("service CPU "));
+        assert_eq!(cpu_note(None, Some(later), 10), "");
     }
 }
