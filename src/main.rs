@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a request allocates and frees many small buffers on
 /// whichever worker runs it, and glibc's arenas spent about a tenth of the service's CPU on
-/// that (BENCHMARKS.md, "Allocator").
+/// that (BENCHMARKS.md, "The ZooKeeper transport on tokio, and mimalloc").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -328,15 +328,14 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     if wants("uncontended") {
         let mut u = bench.uncontended(curator.as_mut()).await?;
         let paired = &u.floor;
-        let cpu = std::mem::take(&mut u.cycle.note);
-        u.cycle.note = format!(
-            "p50 {:.2}× and p99 {:.2}× the interleaved floor's; {:.2}× and {:.2}× the first floor's{}",
+        let ratios = format!(
+            "p50 {:.2}× and p99 {:.2}× the interleaved floor's; {:.2}× and {:.2}× the first floor's",
             u.cycle.p50_us / paired.p50_us,
             u.cycle.p99_us / paired.p99_us,
             u.cycle.p50_us / floor_p50,
-            u.cycle.p99_us / floor_p99,
-            if cpu.is_empty() { String::new() } else { format!("; {cpu}") }
+            u.cycle.p99_us / floor_p99
         );
+        u.cycle.note = stats::joined(&ratios, &u.cycle.note);
         report.yardstick.extend(uncontended_ratios(&u));
         rows.push(u.floor);
         rows.push(u.cycle);

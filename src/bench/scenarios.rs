@@ -11,7 +11,7 @@ use zookeeper_client as zk;
 
 use super::client::Connection;
 
-use super::stats::{cpu_note, jain, per_op, process_cpu, server_counts};
+use super::stats::{cpu_note, jain, joined, per_op, process_cpu, server_counts};
 use super::{BenchArgs, Row};
 
 /// One measuring loop's client: its own connection, and its requests prepared once.
@@ -297,14 +297,5 @@ impl Bench {
             value("lockwarden_handoff_write_seconds_sum")?,
             value("lockwarden_handoff_write_seconds_count")?,
         ))
-    }
-}
-
-/// A row's note with another part after it, when there is one.
-fn joined(note: &str, more: &str) -> String {
-    if more.is_empty() {
-        note.to_owned()
-    } else {
-        format!("{note}; {more}")
     }
 }

@@ -74,6 +74,15 @@ pub fn cpu_note(before: Option<Duration>, after: Option<Duration>, ops: usize) -
     }
 }
 
+/// A row's note with another part after it, when there is one.
+pub fn joined(note: &str, more: &str) -> String {
+    if more.is_empty() {
+        note.to_owned()
+    } else {
+        format!("{note}; {more}")
+    }
+}
+
 /// Counts per operation between two readings.
 pub fn per_op(before: ServerCounts, after: ServerCounts, ops: usize) -> (f64, f64) {
     let ops = ops.max(1) as f64;

@@ -40,11 +40,6 @@ impl TcpStream {
         inner.set_nodelay(true)?;
         Ok(TcpStream { inner })
     }
-
-    /// Sets `TCP_NODELAY`.
-    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        self.inner.set_nodelay(nodelay)
-    }
 }
 
 impl AsyncRead for TcpStream {
