@@ -126,6 +126,12 @@ pub struct ServeArgs {
     /// `429 too_many_waiters`.
     #[arg(long, env = "LOCKWARDEN_MAX_WAITING_CALLS", default_value_t = 2_000)]
     pub max_waiting_calls: usize,
+    /// Group commit (DESIGN.md, "Group commit"): on a lock that this instance handed over
+    /// within this many milliseconds, a caller joining its queue waits up to as long for the
+    /// next hand-off here, and joins in that hand-off's own ZooKeeper write. 0 turns it off:
+    /// every caller joins at once, in a write of its own. At most 1000.
+    #[arg(long, env = "LOCKWARDEN_JOIN_WINDOW_MS", default_value_t = 10)]
+    pub join_window_ms: u64,
     /// The most HTTP connections served at once; further clients wait in the listen backlog.
     #[arg(long, env = "LOCKWARDEN_MAX_CONNECTIONS", default_value_t = 4_096)]
     pub max_connections: usize,
@@ -207,6 +213,9 @@ impl ServeArgs {
             return Err(format!(
                 "--max-waiters-per-lock must be between 1 and {MAX_WAITERS_PER_LOCK}"
             ));
+        }
+        if self.join_window_ms > 1_000 {
+            return Err("--join-window-ms must be at most 1000".into());
         }
         if self.max_waiting_calls == 0 || self.max_connections == 0 {
             return Err("--max-waiting-calls and --max-connections must be at least 1".into());

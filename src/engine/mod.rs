@@ -335,6 +335,12 @@ pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord
     })
 }
 
+/// The `queued` mark of a hand-off's record whose transaction also queues callers at
+/// `priorities`: as if each of them had marked the record before it joined.
+pub fn queued_with(queued: Option<u32>, priorities: impl IntoIterator<Item = u32>) -> Option<u32> {
+    queued.max(priorities.into_iter().max())
+}
+
 /// True only while `token` is the token of the live holder.
 pub fn is_current(record: &LockRecord, token: FencingToken, now: UnixMillis) -> bool {
     live_holder(record, now).is_some_and(|h| h.fencing_token == Some(token))

@@ -304,6 +304,15 @@ fn a_joining_caller_writes_the_record_only_when_it_would_be_passed_over() {
 }
 
 #[test]
+fn a_hand_off_that_queues_callers_marks_their_highest_priority() {
+    assert_eq!(queued_with(None, []), None, "nobody joins: no mark");
+    assert_eq!(queued_with(Some(4), []), Some(4), "the mark stays");
+    assert_eq!(queued_with(None, [2, 6, 1]), Some(6));
+    assert_eq!(queued_with(Some(9), [2, 6]), Some(9), "never lowered");
+    assert_eq!(queued_with(Some(0), [0]), Some(0));
+}
+
+#[test]
 fn a_hand_off_keeps_the_queues_priority_until_the_queue_is_empty() {
     let (mut held, _) = granted("a", NOW);
     held.queued = Some(5);

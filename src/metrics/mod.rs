@@ -56,6 +56,11 @@ label_values!(
 );
 
 label_values!(
+    /// How a waiting call's queue entry was made (see `service::group_commit`).
+    JoinedBy { HandOff = "hand_off", Alone = "alone" }
+);
+
+label_values!(
     /// What became of a webhook delivery.
     WebhookResult {
         Delivered = "delivered",
@@ -104,6 +109,7 @@ pub struct Metrics {
     pub waits_refused: Labeled<IntCounter, WaitLimit>,
     pub wakeups: Labeled<IntCounter, Wakeup>,
     pub queue_reads_saved: IntCounter,
+    pub queue_joins: Labeled<IntCounter, JoinedBy>,
     pub webhooks: Labeled<IntCounter, WebhookResult>,
     /// By route template, method and outcome: made on first use, as the outcomes of a route
     /// are few but not known up front.
@@ -113,6 +119,7 @@ pub struct Metrics {
     pub handoff_writes: Histogram,
     pub locks_held: IntGauge,
     pub waiting_calls: IntGauge,
+    pub joins_seated: IntGauge,
     pub webhook_queue: IntGauge,
     pub event_streams: IntGauge,
     zookeeper: zookeeper::Families,
@@ -190,6 +197,11 @@ impl Metrics {
                 "lockwarden_queue_reads_saved_total",
                 "Releases, renewals and waiters that used what this instance remembered from its last hand-off of the lock instead of reading the queue.",
             ),
+            queue_joins: Labeled::of(&counters(
+                "lockwarden_queue_joins_total",
+                "Queue entries made for waiting calls: in the transaction of a hand-off of the same lock (a group commit), or alone.",
+                "how",
+            )),
             webhooks: Labeled::of(&counters(
                 "lockwarden_webhooks_total",
                 "Webhook deliveries, by result.",
@@ -230,6 +242,10 @@ impl Metrics {
             waiting_calls: gauge(
                 "lockwarden_waiters",
                 "Acquire calls waiting in a queue on this instance.",
+            ),
+            joins_seated: gauge(
+                "lockwarden_queue_joins_waiting",
+                "Acquire calls waiting to join a queue with the next hand-off of its lock on this instance (a group commit).",
             ),
             webhook_queue: gauge(
                 "lockwarden_webhook_queue_depth",

@@ -1,16 +1,18 @@
-//! Joining a lock's queue, and what a waiter learns from this instance instead of reading
-//! ZooKeeper: the mark a caller writes on the record before it joins, the end of a local
-//! predecessor's call, and the record and queue this instance remembers from its last
-//! hand-off.
+//! Joining a lock's queue (alone, or in a hand-off's transaction: see `group_commit`), and
+//! what a waiter learns from this instance instead of reading ZooKeeper: the mark a caller
+//! writes on the record before it joins, the end of a local predecessor's call, and the
+//! record and queue this instance remembers from its last hand-off.
 
 use std::time::Instant;
 
 use super::cache::Notice;
+use super::group_commit::Carried;
 use super::{LockService, Put, Read, ServiceError};
 use crate::engine;
+use crate::metrics::JoinedBy;
 use crate::model::LockName;
-use crate::store::Stored;
-use crate::waiter::Waiter;
+use crate::store::{StoreError, Stored};
+use crate::waiter::{Ticket, Waiter};
 
 impl LockService {
     /// Makes sure the record says callers are queued, at this caller's priority, *before*
@@ -46,6 +48,36 @@ impl LockService {
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))
+    }
+
+    /// Joins `name`'s queue: in the transaction of this instance's next hand-off of the
+    /// lock when one comes soon (see `group_commit`), or else on its own.
+    pub(super) async fn join(
+        &self,
+        name: &LockName,
+        ticket: &Ticket,
+    ) -> Result<Waiter, StoreError> {
+        let deadline = self.deadline();
+        if let Some(seat) = self.joins.offer(name, ticket) {
+            match seat.wait().await {
+                Carried::Joined(me) => {
+                    self.metrics.queue_joins.at(JoinedBy::HandOff).inc();
+                    return Ok(me);
+                }
+                // Requests on a session are answered in order, so a listing sent now shows
+                // the entry if the hand-off made it.
+                Carried::Unknown => {
+                    let queue = self.store.queue(name, deadline).await?;
+                    if let Some(me) = queue.into_iter().find(|w| w.key == ticket.key) {
+                        self.metrics.queue_joins.at(JoinedBy::HandOff).inc();
+                        return Ok(me);
+                    }
+                }
+                Carried::Not => {}
+            }
+        }
+        self.metrics.queue_joins.at(JoinedBy::Alone).inc();
+        self.store.enqueue(name, ticket, deadline).await
     }
 
     /// When a release on this instance is handing the lock to the waiter `ahead` (on this

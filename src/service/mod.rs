@@ -19,6 +19,7 @@ mod cache;
 pub mod events;
 pub mod feed;
 mod gc;
+mod group_commit;
 mod joining;
 mod leaving;
 mod outcome;
@@ -109,6 +110,7 @@ pub struct LockService {
     pub metrics: Arc<Metrics>,
     cache: cache::RecordCache,
     local: cache::LocalWaiters,
+    joins: group_commit::JoinBatches,
     collector: gc::Collector,
     max_clock_skew_ms: u64,
     max_waiters_per_lock: usize,
@@ -129,6 +131,8 @@ pub struct Timing {
     pub max_clock_skew_ms: u64,
     pub max_waiters_per_lock: usize,
     pub max_waiting_calls: usize,
+    /// See `group_commit` (zero: every caller joins on its own).
+    pub join_window: Duration,
 }
 
 /// The result of trying one write.
@@ -221,6 +225,7 @@ impl LockService {
             // which `ServeArgs::check` counts in the collector's delay.
             cache: cache::RecordCache::new(store_timeout),
             local: cache::LocalWaiters::default(),
+            joins: group_commit::JoinBatches::new(timing.join_window),
             audit: Arc::new(crate::audit::AuditLog::Tracing),
         }
     }
@@ -389,5 +394,6 @@ impl LockService {
         self.metrics.waiting_calls.set(waiting as i64);
         let held = self.cache.held(UnixMillis::now());
         self.metrics.locks_held.set(held as i64);
+        self.metrics.joins_seated.set(self.joins.seated() as i64);
     }
 }

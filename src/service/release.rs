@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use super::events::{affected_by, EventKind};
+use super::group_commit::{Carried, Rider};
 use super::{
     outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
     ServiceError, MAX_ROUNDS,
@@ -16,8 +17,8 @@ use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::{Forced, LockRecord};
-use crate::store::{StoreError, Version, WriteOutcome};
-use crate::waiter::Waiter;
+use crate::store::{Joined, StoreError, Version, WriteOutcome};
+use crate::waiter::{Ticket, Waiter};
 
 fn too_busy() -> ServiceError {
     ServiceError::StoreUnavailable("the lock changed too often to decide".into())
@@ -168,18 +169,38 @@ impl LockService {
                 _ => (LockRecord::default(), None),
             };
             expected.forced = forced;
+            // Callers joining the queue here ride on a hand-off (see `group_commit`); a
+            // release that frees the lock sends them on their own.
+            let mut riders = self.joins.board(name, to.is_some());
+            if to.is_none() {
+                self.tell_riders(name, std::mem::take(&mut riders), Joined::NotCarried);
+            }
+            let joining: Vec<Ticket> = riders.iter().map(|r| r.ticket.clone()).collect();
+            expected.queued =
+                engine::queued_with(expected.queued, joining.iter().map(|t| t.priority));
             let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
                     let started = Instant::now();
-                    let outcome = self
+                    let handed = self
                         .store
-                        .hand_off(name, &expected, Some(stored.version), to, deadline)
+                        .hand_off(
+                            name,
+                            &expected,
+                            Some(stored.version),
+                            to,
+                            &joining,
+                            deadline,
+                        )
                         .await;
                     self.metrics
                         .handoff_writes
                         .observe(started.elapsed().as_secs_f64());
-                    outcome
+                    let carried = handed
+                        .as_ref()
+                        .map_or(Joined::Unknown, |h| h.joined.clone());
+                    self.tell_riders(name, riders, carried);
+                    handed.map(|h| h.outcome)
                 }
                 None => {
                     self.store
@@ -229,6 +250,8 @@ impl LockService {
             match to {
                 Some(to) => {
                     self.metrics.handoffs.inc();
+                    // Not the riders: what is remembered must stay a prefix of the queue, and a
+                    // caller of another instance may have joined between it and them.
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != to.id).cloned().collect();
                     let after = snapshot(name, &landed, &rest, now);
@@ -252,5 +275,28 @@ impl LockService {
             }
         }
         Err(too_busy())
+    }
+
+    /// Tells each rider of a hand-off what came of it (`carried`: what the store said of
+    /// their entries). An entry made for a rider that has gone is swept away.
+    fn tell_riders(&self, name: &LockName, riders: Vec<Rider>, carried: Joined) {
+        let entries: Vec<Carried> = match carried {
+            Joined::Carried(entries) => entries.into_iter().map(Carried::Joined).collect(),
+            Joined::NotCarried => riders.iter().map(|_| Carried::Not).collect(),
+            Joined::Unknown => riders.iter().map(|_| Carried::Unknown).collect(),
+        };
+        for (rider, entry) in riders.into_iter().zip(entries) {
+            let ticket = rider.ticket.clone();
+            let entry_made = match &entry {
+                Carried::Joined(waiter) => Some(Some(waiter.clone())),
+                Carried::Unknown => Some(None),
+                Carried::Not => None,
+            };
+            if !rider.tell(entry) {
+                if let Some(orphan) = entry_made {
+                    self.sweep_later(name, orphan.as_ref(), &ticket);
+                }
+            }
+        }
     }
 }

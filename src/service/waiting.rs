@@ -85,7 +85,7 @@ impl LockService {
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
         self.mark_queued(name, ticket.priority, read).await?;
-        let me = match self.store.enqueue(name, &ticket, self.deadline()).await {
+        let me = match self.join(name, &ticket).await {
             Ok(me) => me,
             Err(error) => {
                 self.sweep_later(name, None, &ticket);
@@ -259,8 +259,9 @@ impl LockService {
                 revoked,
             } => match self
                 .store
-                .hand_off(name, &next, version, me, deadline)
+                .hand_off(name, &next, version, me, &[], deadline)
                 .await
+                .map(|handed| handed.outcome)
             {
                 Ok(WriteOutcome::Written {
                     zxid,

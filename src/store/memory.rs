@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use tokio::sync::{broadcast, watch};
 
 use super::{
-    listed, Change, ListPage, ListQuery, LockStore, StoreError, Stored, Version, Wake,
-    WriteOutcome, FEED_CAPACITY,
+    listed, Change, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
+    Wake, WriteOutcome, FEED_CAPACITY,
 };
 use crate::engine::Watch;
 use crate::model::LockName;
@@ -115,6 +115,31 @@ impl Inner {
             version: next_version,
             session: 0,
         }
+    }
+
+    /// Joins `name`'s queue; a ticket whose key is queued already finds that entry.
+    fn enqueue(&mut self, name: &LockName, ticket: &Ticket) -> Waiter {
+        if let Some((existing, _)) = self
+            .queues
+            .get(name)
+            .and_then(|q| q.iter().find(|(w, _)| w.key == ticket.key))
+        {
+            return existing.clone();
+        }
+        self.last_seq += 1;
+        let id = format!(
+            "{}{:010}",
+            Waiter::id_prefix(ticket.priority, &ticket.key),
+            self.last_seq
+        );
+        let waiter = Waiter::parse(&id).expect("a waiter id we just formatted parses");
+        let queue = self.queues.entry(name.clone()).or_default();
+        queue.push((waiter.clone(), ticket.clone()));
+        let mut waiters: Vec<Waiter> = queue.iter().map(|(w, _)| w.clone()).collect();
+        sort_queue(&mut waiters);
+        queue.sort_by_key(|(w, _)| waiters.iter().position(|x| x.id == w.id));
+        self.changed(name);
+        waiter
     }
 
     fn queue_has(&self, name: &LockName, waiter: &Waiter) -> bool {
@@ -271,28 +296,7 @@ impl LockStore for MemoryStore {
         ticket: &Ticket,
         _: Instant,
     ) -> Result<Waiter, StoreError> {
-        let mut inner = self.lock();
-        if let Some((existing, _)) = inner
-            .queues
-            .get(name)
-            .and_then(|q| q.iter().find(|(w, _)| w.key == ticket.key))
-        {
-            return Ok(existing.clone());
-        }
-        inner.last_seq += 1;
-        let id = format!(
-            "{}{:010}",
-            Waiter::id_prefix(ticket.priority, &ticket.key),
-            inner.last_seq
-        );
-        let waiter = Waiter::parse(&id).expect("a waiter id we just formatted parses");
-        let queue = inner.queues.entry(name.clone()).or_default();
-        queue.push((waiter.clone(), ticket.clone()));
-        let mut waiters: Vec<Waiter> = queue.iter().map(|(w, _)| w.clone()).collect();
-        sort_queue(&mut waiters);
-        queue.sort_by_key(|(w, _)| waiters.iter().position(|x| x.id == w.id));
-        inner.changed(name);
-        Ok(waiter)
+        Ok(self.lock().enqueue(name, ticket))
     }
 
     async fn ticket(
@@ -323,17 +327,23 @@ impl LockStore for MemoryStore {
         record: &LockRecord,
         version: Option<Version>,
         waiter: &Waiter,
+        joining: &[Ticket],
         _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
+    ) -> Result<HandOff, StoreError> {
         let mut inner = self.lock();
         if !inner.queue_has(name, waiter) {
-            return Ok(WriteOutcome::Conflict);
+            return Ok(HandOff::alone(WriteOutcome::Conflict));
         }
         let outcome = inner.write(name, record, version);
-        if matches!(outcome, WriteOutcome::Written { .. }) {
-            inner.remove_waiter(name, waiter);
+        if !matches!(outcome, WriteOutcome::Written { .. }) {
+            return Ok(HandOff::alone(outcome));
         }
-        Ok(outcome)
+        inner.remove_waiter(name, waiter);
+        let joined = joining.iter().map(|t| inner.enqueue(name, t)).collect();
+        Ok(HandOff {
+            outcome,
+            joined: Joined::Carried(joined),
+        })
     }
 
     async fn wait_change(
@@ -389,6 +399,71 @@ mod tests {
 
     fn held() -> LockRecord {
         LockRecord::held_by(Holder::minimal("o"))
+    }
+
+    fn ticket(key: &str) -> Ticket {
+        let request = crate::engine::AcquireRequest {
+            owner: crate::model::Owner::parse("o").unwrap(),
+            lease_ms: 1000,
+            message: String::new(),
+            priority: crate::model::Priority::default(),
+            cleanup_ms: 0,
+            waiting_ms: None,
+            forceful: false,
+            notify_url: None,
+            request_id: None,
+            request_digest: String::new(),
+            lease_id: None,
+            actor: Default::default(),
+        };
+        let lease = crate::model::LeaseId::random();
+        request.ticket(key.into(), lease, crate::model::UnixMillis(0))
+    }
+
+    /// Joining callers carried by a hand-off queue behind everyone, in their order, only
+    /// when the hand-off lands.
+    #[tokio::test]
+    async fn a_hand_off_makes_the_entries_of_the_callers_joining_with_it() {
+        let store = MemoryStore::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        let lock = name("l");
+        store.create(&lock, &held(), deadline).await.unwrap();
+        let stored = store.read(&lock, deadline).await.unwrap().unwrap();
+        let first = store.enqueue(&lock, &ticket("w1"), deadline).await.unwrap();
+        let second = store.enqueue(&lock, &ticket("w2"), deadline).await.unwrap();
+        let riders = [ticket("r1"), ticket("r2")];
+        let stale = Version::plain(stored.version.number + 7);
+        let refused = store
+            .hand_off(&lock, &held(), Some(stale), &first, &riders, deadline)
+            .await
+            .unwrap();
+        assert_eq!(refused.outcome, WriteOutcome::Conflict);
+        assert_eq!(
+            refused.joined,
+            Joined::NotCarried,
+            "no entry without the hand-off"
+        );
+        assert_eq!(store.queue(&lock, deadline).await.unwrap().len(), 2);
+        let handed = store
+            .hand_off(
+                &lock,
+                &held(),
+                Some(stored.version),
+                &first,
+                &riders,
+                deadline,
+            )
+            .await
+            .unwrap();
+        assert!(matches!(handed.outcome, WriteOutcome::Written { .. }));
+        let Joined::Carried(made) = handed.joined else {
+            panic!("carried: {:?}", handed.joined)
+        };
+        let keys: Vec<&str> = made.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(keys, ["r1", "r2"]);
+        let queue = store.queue(&lock, deadline).await.unwrap();
+        let ids: Vec<&str> = queue.iter().map(|w| w.id.as_str()).collect();
+        assert_eq!(ids, [&second.id, &made[0].id, &made[1].id]);
     }
 
     #[tokio::test]

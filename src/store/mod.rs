@@ -185,14 +185,20 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// In one atomic write: replaces the record (creates it when `version` is `None`) and
     /// removes `waiter` from the queue. A conflict if either changed.
+    ///
+    /// `joining` are callers of this instance about to join the same queue: the store may
+    /// create their entries in that same write (a group commit: one flush of the store's log
+    /// instead of two), and says in [`HandOff::joined`] whether it did. It never makes an entry
+    /// without the hand-off, nor the hand-off without the entries it said it carries.
     async fn hand_off(
         &self,
         name: &LockName,
         record: &LockRecord,
         version: Option<Version>,
         waiter: &Waiter,
+        joining: &[Ticket],
         deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError>;
+    ) -> Result<HandOff, StoreError>;
     /// Returns once what `watch` names may have changed since the record was read at `seen`
     /// (`None`: absent), or at `until`.
     async fn wait_change(
@@ -208,7 +214,34 @@ pub trait LockStore: Send + Sync + 'static {
     fn changes(&self) -> tokio::sync::broadcast::Receiver<Change>;
 }
 
-/// Why a wait ended.
+/// What a hand-off did.
+#[derive(Debug)]
+pub struct HandOff {
+    pub outcome: WriteOutcome,
+    pub joined: Joined,
+}
+
+impl HandOff {
+    /// A hand-off that carried no joining caller.
+    pub fn alone(outcome: WriteOutcome) -> Self {
+        HandOff {
+            outcome,
+            joined: Joined::NotCarried,
+        }
+    }
+}
+
+/// What a hand-off did for the callers joining with it (see [`LockStore::hand_off`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Joined {
+    /// No entry was made: each caller joins on its own.
+    NotCarried,
+    /// Their entries, in the order of the tickets.
+    Carried(Vec<Waiter>),
+    /// Entries were made but could not be told apart: each caller looks for its own by key.
+    Unknown,
+}
+
 /// What the change feed reports: a lock whose record or queue changed (through any
 /// instance), or that changes may have been missed (a new ZooKeeper session, a reader that
 /// fell behind), so that whatever a reader knows must be read again.
@@ -221,6 +254,7 @@ pub enum Change {
 /// How many changes the feed buffers for a reader that falls behind.
 pub const FEED_CAPACITY: usize = 4096;
 
+/// Why a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
     /// The record changed (only the head and the requestor watch it).

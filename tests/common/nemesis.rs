@@ -354,6 +354,9 @@ pub struct ChaosOutcome {
     pub liveness_failures: Vec<String>,
     pub garbage: Vec<String>,
     pub history: History,
+    /// Queue entries the instances made (with a hand-off, alone), from their `/metrics` at
+    /// the end (an instance restarted during the run counts from its restart).
+    pub joins: (u64, u64),
 }
 
 impl ChaosOutcome {
@@ -403,6 +406,11 @@ impl ChaosOutcome {
         }
         let _ = writeln!(out, "liveness failures: {:?}", self.liveness_failures);
         let _ = writeln!(out, "garbage left: {:?}", self.garbage);
+        let _ = writeln!(
+            out,
+            "queue joins: {} with a hand-off, {} alone",
+            self.joins.0, self.joins.1
+        );
         let _ = writeln!(out, "instance logs: {}", self.logs.display());
         out
     }
@@ -420,6 +428,8 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     config.seed = seed;
     config.duration = duration;
     config.prefix = "chaos".into();
+    // Two per instance, so that joins ride on hand-offs under the faults too.
+    config.hot_clients = 6;
     config.http_timeout = Duration::from_secs(4);
     let locks = config.lock_names();
     let workload = tokio::spawn(Workload::run(config));
@@ -451,7 +461,9 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         tokio::time::sleep(Duration::from_millis(500)).await;
         garbage = cluster.garbage().await;
     }
+    let joins = queue_joins(&cluster.urls()).await;
     ChaosOutcome {
+        joins,
         logs: cluster.logs.clone(),
         report,
         injections,
@@ -459,4 +471,25 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         garbage,
         history,
     }
+}
+
+/// The instances' `lockwarden_queue_joins_total`, summed: (with a hand-off, alone).
+async fn queue_joins(urls: &[String]) -> (u64, u64) {
+    let http = super::http_client();
+    let mut joins = (0, 0);
+    for url in urls {
+        let Ok(answer) = http.get(format!("{url}/metrics")).send().await else {
+            continue;
+        };
+        let text = answer.text().await.unwrap_or_default();
+        let count = |how: &str| {
+            let series = format!("lockwarden_queue_joins_total{{how=\"{how}\"}}");
+            text.lines()
+                .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        joins.0 += count("hand_off");
+        joins.1 += count("alone");
+    }
+    joins
 }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use tracing::warn;
 use zookeeper_client as zk;
 
-use super::{ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
+use super::{HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
 use crate::engine::Watch;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
@@ -389,9 +389,10 @@ impl LockStore for ZkStore {
         record: &LockRecord,
         version: Option<Version>,
         waiter: &Waiter,
+        joining: &[Ticket],
         deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.hand_off_to(name, record, version, waiter, deadline)
+    ) -> Result<HandOff, StoreError> {
+        self.hand_off_to(name, record, version, waiter, joining, deadline)
             .await
     }
 

@@ -14,7 +14,7 @@ use crate::engine::Watch;
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
-use crate::store::{StoreError, Version, Wake, WriteOutcome};
+use crate::store::{HandOff, Joined, StoreError, Version, Wake, WriteOutcome};
 use crate::waiter::{sort_queue, Ticket, Waiter};
 
 impl ZkStore {
@@ -207,56 +207,84 @@ impl ZkStore {
         record: &LockRecord,
         version: Option<Version>,
         waiter: &Waiter,
+        joining: &[Ticket],
         deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
+    ) -> Result<HandOff, StoreError> {
         if version.is_some_and(|v| v.empty && v.has_children) {
-            return Ok(WriteOutcome::NestedLocks);
+            return Ok(HandOff::alone(WriteOutcome::NestedLocks));
         }
         let path = self.path(name);
         let data = record.encode();
+        let dir = self.queue_dir(name);
+        let sequential = zk::CreateMode::EphemeralSequential.with_acls(self.access.acls());
         for _ in 0..4 {
             let client = match version {
                 Some(v) => match self.client_for(v, deadline).await? {
                     Some(client) => client,
-                    None => return Ok(WriteOutcome::Conflict),
+                    None => return Ok(HandOff::alone(WriteOutcome::Conflict)),
                 },
                 None => self
                     .client(deadline)
                     .await
                     .map_err(|e| self.write_failed(Err(e)))?,
             };
-            let mut writer = client.new_multi_writer();
-            let staged = match version {
-                Some(v) if !v.empty => super::stage_set(&mut writer, &path, &data, v.number),
-                Some(v) => writer.add_delete(&path, Some(v.number)).and_then(|_| {
-                    super::stage_create(&mut writer, &path, &data, self.access.acls())
-                }),
-                None => super::stage_create(&mut writer, &path, &data, self.access.acls()),
+            // A waiter's node lives and dies with the primary session (see `session.rs`):
+            // joining callers ride along only when this write goes out on it.
+            let carried = if self.session.is_primary(&client) {
+                joining
+            } else {
+                &[]
             };
-            staged
+            let mut writer = client.new_multi_writer();
+            // The joining callers' creates come first, so that a failing operation's index
+            // says whether it was theirs.
+            carried
+                .iter()
+                .try_for_each(|ticket| {
+                    let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
+                    writer.add_create(&format!("{dir}/{prefix}"), &ticket.encode(), &sequential)
+                })
+                .and_then(|_| match version {
+                    Some(v) if !v.empty => super::stage_set(&mut writer, &path, &data, v.number),
+                    Some(v) => writer.add_delete(&path, Some(v.number)).and_then(|_| {
+                        super::stage_create(&mut writer, &path, &data, self.access.acls())
+                    }),
+                    None => super::stage_create(&mut writer, &path, &data, self.access.acls()),
+                })
                 .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             let failure = match self.within(ZkOp::Multi, deadline, writer.commit()).await {
                 Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
-                Ok(Ok(results)) => return super::written(&results, client.session_id().0),
+                Ok(Ok(results)) => {
+                    let outcome = super::written(&results, client.session_id().0)?;
+                    return Ok(HandOff {
+                        outcome,
+                        joined: joined(&results, carried.len()),
+                    });
+                }
                 Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
                 Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
                     return Err(self.write_failed(Ok(source)))
                 }
             };
             match failure {
+                // A joining caller's create failed (its queue container is gone, so the
+                // handed waiter is too): decided again, and they join on their own.
+                (index, _) if index < carried.len() => {
+                    return Ok(HandOff::alone(WriteOutcome::Conflict))
+                }
                 // Creating the record failed because its parents are missing.
-                (0, zk::Error::NoNode) if version.is_none() => {
+                (index, zk::Error::NoNode) if index == carried.len() && version.is_none() => {
                     self.create_parents(name, deadline).await?
                 }
-                (_, zk::Error::NotEmpty) => return Ok(WriteOutcome::NestedLocks),
+                (_, zk::Error::NotEmpty) => return Ok(HandOff::alone(WriteOutcome::NestedLocks)),
                 (_, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
-                    return Ok(WriteOutcome::Conflict)
+                    return Ok(HandOff::alone(WriteOutcome::Conflict))
                 }
                 (_, other) => return Err(self.write_failed(Ok(other))),
             }
         }
-        Ok(WriteOutcome::Conflict)
+        Ok(HandOff::alone(WriteOutcome::Conflict))
     }
 
     pub(super) async fn wait_for_change(
@@ -295,4 +323,25 @@ impl ZkStore {
             _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
         }
     }
+}
+
+/// The entries a hand-off made for its `carried` joining callers, from the results of its
+/// operations (their creates come first): `NotCarried` when it carried none.
+fn joined(results: &[zk::MultiWriteResult], carried: usize) -> Joined {
+    if carried == 0 {
+        return Joined::NotCarried;
+    }
+    let made: Option<Vec<Waiter>> = results.get(..carried).and_then(|creates| {
+        creates
+            .iter()
+            .map(|result| match result {
+                zk::MultiWriteResult::Create { path, .. } => {
+                    Waiter::parse(path.rsplit('/').next()?)
+                }
+                _ => None,
+            })
+            .collect()
+    });
+    // Made, but not in a form this code knows: each caller looks for its entry.
+    made.map_or(Joined::Unknown, Joined::Carried)
 }

@@ -140,6 +140,15 @@ impl ZkSession {
         client
     }
 
+    /// Whether `client` is the primary session's, the one waiter nodes must be made on.
+    pub fn is_primary(&self, client: &zk::Client) -> bool {
+        self.shared
+            .current
+            .borrow()
+            .as_ref()
+            .is_some_and(|primary| primary.session_id().0 == client.session_id().0)
+    }
+
     /// The live client as it changes (`None` while a session is being built).
     pub(super) fn clients(&self) -> watch::Receiver<Option<zk::Client>> {
         self.shared.current.subscribe()

@@ -15,6 +15,9 @@
 //! 3. sometimes validate an old token this client once held;
 //! 4. release (85 %) or let the lease lapse (15 %).
 //!
+//! Hot clients (`WorkloadConfig::hot_clients`, none by default) loop on one more lock
+//! instead: a waiting acquire, a release 0–3 ms later, and again at once.
+//!
 //! Every call has a client-side timeout; the run ends at its deadline or operation budget
 //! (a client holding a lock then still releases it), so every loop is bounded.
 
@@ -44,6 +47,10 @@ pub struct WorkloadConfig {
     pub token: Option<String>,
     /// Per mille of cycles that are an admin force release instead (needs the admin token).
     pub force_release_per_mille: u32,
+    /// Further clients that loop on one lock, `{prefix}/hot`: a waiting acquire, the token
+    /// written, a release 0–3 ms later, and again at once. On that lock the queue's joins
+    /// ride on hand-offs (`service::group_commit`).
+    pub hot_clients: usize,
 }
 
 impl WorkloadConfig {
@@ -60,13 +67,20 @@ impl WorkloadConfig {
             http_timeout: Duration::from_secs(3),
             token: None,
             force_release_per_mille: 0,
+            hot_clients: 0,
         }
     }
 
     pub fn lock_names(&self) -> Vec<String> {
+        let hot = (self.hot_clients > 0).then(|| self.hot_lock());
         (0..self.locks)
             .map(|i| format!("{}/l{i}", self.prefix))
+            .chain(hot)
             .collect()
+    }
+
+    fn hot_lock(&self) -> String {
+        format!("{}/hot", self.prefix)
     }
 }
 
@@ -87,11 +101,16 @@ impl Workload {
         assert!(!config.urls.is_empty(), "the workload needs an instance");
         assert!(config.locks > 0, "the workload needs a lock");
         let http = workload_http();
-        let locks = Arc::new(config.lock_names());
+        let locks = Arc::new(
+            (0..config.locks)
+                .map(|i| format!("{}/l{i}", config.prefix))
+                .collect::<Vec<_>>(),
+        );
+        let hot_lock = config.hot_lock();
         let fenced = Arc::new(FencedResource::new());
         let budget = Arc::new(AtomicUsize::new(0));
         let deadline = Instant::now() + config.duration;
-        let tasks: Vec<_> = (0..config.clients)
+        let tasks: Vec<_> = (0..config.clients + config.hot_clients)
             .map(|id| {
                 let instance = id % config.urls.len();
                 let client = Client {
@@ -114,6 +133,7 @@ impl Workload {
                     force_release_per_mille: config.force_release_per_mille,
                     ops: Vec::new(),
                     old_tokens: VecDeque::new(),
+                    hot: (id >= config.clients).then(|| hot_lock.clone()),
                 };
                 tokio::spawn(client.run())
             })
@@ -145,6 +165,8 @@ struct Client {
     force_release_per_mille: u32,
     ops: Vec<Op>,
     old_tokens: VecDeque<(String, u64)>,
+    /// The lock a hot client loops on (see `WorkloadConfig::hot_clients`).
+    hot: Option<String>,
 }
 
 impl Client {
@@ -172,7 +194,46 @@ impl Client {
         self.ops
     }
 
+    /// Makes the `acquire` call; when granted, writes the token to the fenced resource and
+    /// returns the lease and the token, and otherwise pauses 0–50 ms.
+    async fn take(&mut self, lock: &str, acquire: Call) -> Option<(String, u64)> {
+        let op = self.call(lock, acquire).await;
+        let (true, Some(lease_id), Some(token)) = (
+            op.outcome.is_ok(),
+            op.outcome.lease_id.clone(),
+            op.outcome.fencing_token,
+        ) else {
+            let pause = self.rng.u64(..=50);
+            self.sleep(pause).await;
+            return None;
+        };
+        self.fenced.write_by(self.id, lock, token);
+        Some((lease_id, token))
+    }
+
+    async fn hot_cycle(&mut self, lock: &str) {
+        let acquire = Call::Acquire {
+            owner: format!("client-{}", self.id),
+            priority: 0,
+            lease_ms: 1000,
+            waiting_ms: Some(1500),
+            forceful: false,
+            cleanup_ms: 0,
+            request_id: None,
+            lease_id: None,
+        };
+        let Some((lease_id, _)) = self.take(lock, acquire).await else {
+            return;
+        };
+        let work = self.rng.u64(..=3);
+        self.sleep(work).await;
+        self.call(lock, Call::release(&lease_id)).await;
+    }
+
     async fn cycle(&mut self) {
+        if let Some(lock) = self.hot.clone() {
+            return self.hot_cycle(&lock).await;
+        }
         let lock = self.locks[self.rng.usize(..self.locks.len())].clone();
         if self.rng.u32(..1000) < self.force_release_per_mille {
             self.call(&lock, Call::ForceRelease).await;
@@ -202,17 +263,9 @@ impl Client {
             request_id: None,
             lease_id: None,
         };
-        let op = self.call(&lock, acquire).await;
-        let (true, Some(lease_id), Some(token)) = (
-            op.outcome.is_ok(),
-            op.outcome.lease_id.clone(),
-            op.outcome.fencing_token,
-        ) else {
-            let pause = self.rng.u64(..=50);
-            self.sleep(pause).await;
+        let Some((lease_id, token)) = self.take(&lock, acquire).await else {
             return;
         };
-        self.fenced.write_by(self.id, &lock, token);
         let mut lost = false;
         for _ in 0..self.rng.u32(..=3) {
             let pause = self.rng.u64(lease_ms / 8..=lease_ms / 3);

@@ -1,0 +1,315 @@
+//! Group commit of queue joins with hand-offs.
+//!
+//! Under contention a lock changes hands on this instance every millisecond or so, and the
+//! caller it was taken from often asks again at once. Its queue node and the next hand-off
+//! were two writes, each with a flush of ZooKeeper's log of its own, and the hand-off waited
+//! behind the join's flush. So a caller that joins a lock this instance handed over within
+//! the last *window* (`--join-window-ms`, 10 ms by default) waits up to a window for the
+//! next hand-off of that lock here, and its node is created in that hand-off's own
+//! transaction (`LockStore::hand_off`): one write and one flush where there were two. When the window runs out first, or the lock is
+//! not changing hands here, it joins on its own as before; a release that frees the lock
+//! sends its waiting joiners on their own at once.
+//!
+//! Why every guarantee of the queue still holds:
+//! - **Marked before joining.** The caller marks the record before it joins (`mark_queued`)
+//!   exactly as before, and the hand-off's record carries the joiners' priorities in its
+//!   mark too (`engine::queued_with`). A release that skips reading the queue therefore
+//!   still finds the record's version moved by any caller it does not know of.
+//! - **No entry without its write, none on a stand-in.** The store makes the entries only
+//!   in the hand-off's transaction, and only when that goes out on the primary session,
+//!   whose end takes waiter nodes with it (see `store::zk::session`). A hand-off that does
+//!   not land makes none; its joiners then join on their own.
+//! - **A lost answer is looked up, not guessed.** When the hand-off's answer is lost, or
+//!   the release carrying it was dropped midway, each joiner looks for its own entry by its
+//!   key before it creates one; a duplicate made anyway (the look-up went to a stand-in
+//!   session) is removed as an orphan by the first round of waiting, as for a retried
+//!   create.
+//! - **No orphan.** A joiner that goes away while it waits for a hand-off leaves the batch;
+//!   one that goes away after a hand-off took it has its new entry deleted by that release.
+//! - **Order.** Joiners carried by one hand-off keep their arrival order. A joiner may be
+//!   placed up to a window later than if it had joined at once: behind a caller of
+//!   another instance that joined meanwhile, or behind a caller of this instance whose own
+//!   window ran out meanwhile. That is the same order a slower network would have given.
+//! - **Retries keep their place.** A call with a `request_id` always joins on its own,
+//!   since a retry must find the entry its first attempt made.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::model::LockName;
+use crate::waiter::{Ticket, Waiter};
+
+/// Above this many remembered hand-offs, the stale ones are dropped.
+const MAX_REMEMBERED: usize = 4096;
+
+/// What a hand-off tells a joiner it took.
+#[derive(Debug)]
+pub enum Carried {
+    /// Its entry, made in the hand-off's transaction.
+    Joined(Waiter),
+    /// No entry was made.
+    Not,
+    /// Whether an entry was made is not known: look it up by key.
+    Unknown,
+}
+
+/// A joiner taken by a hand-off: its ticket, and where to tell it what came of it.
+pub struct Rider {
+    pub ticket: Ticket,
+    reply: oneshot::Sender<Carried>,
+}
+
+impl Rider {
+    /// Tells the joiner what came of the hand-off. False when it has gone (it cannot,
+    /// while a caller waits: its call runs on a task of its own that ends only with the
+    /// service), and then whatever the hand-off made for it is the caller's to remove.
+    pub fn tell(self, carried: Carried) -> bool {
+        self.reply.send(carried).is_ok()
+    }
+}
+
+pub struct JoinBatches {
+    inner: Mutex<Batches>,
+    /// How long a joiner waits for the next hand-off of its lock on this instance, and how
+    /// recent the last one must be for it to wait at all: only a lock that changes hands
+    /// here about that often is worth the wait. The default (10 ms) is long enough for a
+    /// hand-off that waits behind a slow disk's flush. Zero: nobody waits.
+    window: Duration,
+}
+
+#[derive(Default)]
+struct Batches {
+    /// Joiners waiting for the next hand-off, by lock, in arrival order.
+    waiting: HashMap<LockName, Vec<(u64, Rider)>>,
+    /// When this instance last handed each lock over.
+    handed: HashMap<LockName, Instant>,
+    next_seat: u64,
+}
+
+impl JoinBatches {
+    pub fn new(window: Duration) -> Self {
+        JoinBatches {
+            inner: Mutex::default(),
+            window,
+        }
+    }
+
+    /// How many joiners wait for a hand-off now.
+    pub fn seated(&self) -> usize {
+        self.inner().waiting.values().map(Vec::len).sum()
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Batches> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A seat on the next hand-off of `name`, when this instance hands it over often enough.
+    pub fn offer<'a>(&'a self, name: &LockName, ticket: &Ticket) -> Option<Seat<'a>> {
+        if ticket.request_id.is_some() || self.window.is_zero() {
+            return None;
+        }
+        let mut inner = self.inner();
+        let last = *inner.handed.get(name)?;
+        if last.elapsed() >= self.window {
+            return None;
+        }
+        inner.next_seat += 1;
+        let seat = inner.next_seat;
+        let (reply, answer) = oneshot::channel();
+        let rider = Rider {
+            ticket: ticket.clone(),
+            reply,
+        };
+        inner
+            .waiting
+            .entry(name.clone())
+            .or_default()
+            .push((seat, rider));
+        Some(Seat {
+            window: self.window,
+            batches: self,
+            name: name.clone(),
+            seat,
+            answer,
+        })
+    }
+
+    /// Takes the joiners waiting for `name`'s next hand-off: the caller is about to write
+    /// it (`handing`), or to free the lock, and must tell each rider what came of it.
+    pub fn board(&self, name: &LockName, handing: bool) -> Vec<Rider> {
+        let mut inner = self.inner();
+        if handing {
+            let now = Instant::now();
+            if inner.handed.len() >= MAX_REMEMBERED {
+                let window = self.window;
+                inner
+                    .handed
+                    .retain(|_, at| now.duration_since(*at) < window);
+            }
+            inner.handed.insert(name.clone(), now);
+        }
+        inner
+            .waiting
+            .remove(name)
+            .map(|riders| riders.into_iter().map(|(_, rider)| rider).collect())
+            .unwrap_or_default()
+    }
+
+    /// Takes `seat` out of its batch; false when a hand-off has taken it already.
+    fn leave(&self, name: &LockName, seat: u64) -> bool {
+        let mut inner = self.inner();
+        let Some(riders) = inner.waiting.get_mut(name) else {
+            return false;
+        };
+        let before = riders.len();
+        riders.retain(|(s, _)| *s != seat);
+        let left = riders.len() < before;
+        if riders.is_empty() {
+            inner.waiting.remove(name);
+        }
+        left
+    }
+}
+
+/// A joiner's place in the batch of the next hand-off. Dropping it leaves the batch.
+pub struct Seat<'a> {
+    batches: &'a JoinBatches,
+    window: Duration,
+    name: LockName,
+    seat: u64,
+    answer: oneshot::Receiver<Carried>,
+}
+
+impl Seat<'_> {
+    /// Waits up to a window for a hand-off to take this joiner, then for what came of that
+    /// hand-off. `Carried::Not` when none took it in time.
+    pub async fn wait(mut self) -> Carried {
+        match tokio::time::timeout(self.window, &mut self.answer).await {
+            Ok(Ok(carried)) => return carried,
+            // The release carrying it was dropped midway: its write may have landed.
+            Ok(Err(_)) => return Carried::Unknown,
+            Err(_) => {}
+        }
+        if self.batches.leave(&self.name, self.seat) {
+            return Carried::Not;
+        }
+        (&mut self.answer).await.unwrap_or(Carried::Unknown)
+    }
+}
+
+impl Drop for Seat<'_> {
+    fn drop(&mut self) {
+        self.batches.leave(&self.name, self.seat);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LeaseId;
+
+    fn ticket(key: &str, request_id: Option<&str>) -> Ticket {
+        Ticket {
+            key: key.into(),
+            owner: "o".into(),
+            lease_ms: 1000,
+            message: String::new(),
+            priority: 0,
+            cleanup_ms: 0,
+            waiting_ms: None,
+            forceful: false,
+            notify_url: None,
+            lease_id: LeaseId::random(),
+            request_id: request_id.map(Into::into),
+            request_digest: None,
+            wait_until: None,
+            received_at: 0,
+            actor: Default::default(),
+        }
+    }
+
+    fn lock(name: &str) -> LockName {
+        LockName::parse(name).unwrap()
+    }
+
+    #[test]
+    fn only_a_lock_handed_over_here_lately_offers_a_seat() {
+        let batches = JoinBatches::new(Duration::from_secs(60));
+        assert!(
+            batches.offer(&lock("l"), &ticket("a", None)).is_none(),
+            "never handed"
+        );
+        batches.board(&lock("l"), false);
+        assert!(
+            batches.offer(&lock("l"), &ticket("a", None)).is_none(),
+            "only freed"
+        );
+        batches.board(&lock("l"), true);
+        assert!(batches.offer(&lock("l"), &ticket("a", None)).is_some());
+        assert!(
+            batches.offer(&lock("m"), &ticket("a", None)).is_none(),
+            "another lock"
+        );
+        assert!(
+            batches
+                .offer(&lock("l"), &ticket("a", Some("r1")))
+                .is_none(),
+            "a retryable call joins on its own"
+        );
+        let off = JoinBatches::new(Duration::ZERO);
+        off.board(&lock("l"), true);
+        assert!(
+            off.offer(&lock("l"), &ticket("a", None)).is_none(),
+            "turned off"
+        );
+    }
+
+    #[test]
+    fn a_hand_off_boards_the_seated_in_arrival_order_and_a_dropped_seat_leaves() {
+        let batches = JoinBatches::new(Duration::from_secs(60));
+        let name = lock("l");
+        batches.board(&name, true);
+        let first = batches.offer(&name, &ticket("a", None)).unwrap();
+        let gone = batches.offer(&name, &ticket("b", None)).unwrap();
+        let third = batches.offer(&name, &ticket("c", None)).unwrap();
+        assert_eq!(batches.seated(), 3);
+        drop(gone);
+        assert_eq!(batches.seated(), 2);
+        let riders = batches.board(&name, true);
+        let keys: Vec<&str> = riders.iter().map(|r| r.ticket.key.as_str()).collect();
+        assert_eq!(keys, ["a", "c"]);
+        assert_eq!(batches.seated(), 0);
+        assert!(batches.board(&name, true).is_empty(), "boarded once");
+        drop((first, third));
+    }
+
+    #[tokio::test]
+    async fn a_seat_hears_what_came_of_its_hand_off_or_leaves_when_none_comes() {
+        let batches = JoinBatches::new(Duration::from_millis(20));
+        let name = lock("l");
+        batches.board(&name, true);
+        let seat = batches.offer(&name, &ticket("a", None)).unwrap();
+        let riders = batches.board(&name, true);
+        let waiter = Waiter::parse("2147483647-a-0000000007").unwrap();
+        for rider in riders {
+            assert!(rider.tell(Carried::Joined(waiter.clone())));
+        }
+        assert!(matches!(seat.wait().await, Carried::Joined(w) if w == waiter));
+        let seat = batches.offer(&name, &ticket("b", None)).unwrap();
+        assert!(
+            matches!(seat.wait().await, Carried::Not),
+            "the window ran out"
+        );
+        assert_eq!(batches.seated(), 0);
+        assert!(batches.board(&name, true).is_empty(), "it left the batch");
+        let seat = batches.offer(&name, &ticket("c", None)).unwrap();
+        drop(batches.board(&name, true));
+        assert!(
+            matches!(seat.wait().await, Carried::Unknown),
+            "the hand-off that took it was dropped"
+        );
+    }
+}
