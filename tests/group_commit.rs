@@ -274,6 +274,93 @@ async fn a_lost_answer_to_a_hand_off_carrying_a_join_leaves_one_entry() {
     assert_eq!(carried, 1, "a's entry was the one the hand-off made");
 }
 
+/// A caller that would come before the waiter next in line joins at once, even on a lock
+/// that changes hands here and with a long join window: the next hand-off finds it in the
+/// queue and gives it the lock before the earlier, lower caller.
+async fn a_caller_outranking_the_queue_joins_at_once_and_goes_first(svc: Service) {
+    let svc = Arc::new(svc);
+    let name = "outranked";
+    let body = json!({"owner": "h", "lease_ms": 60_000, "priority": 5});
+    let (status, held) = svc.acquire(name, body).await;
+    assert_eq!(status, StatusCode::OK, "{held}");
+    let mut lease = held["lease_id"].as_str().unwrap().to_owned();
+    let mut tasks = HashMap::new();
+    // w1 at the holder's priority (so nobody preempts), w2 below; r comes between them.
+    for (i, (who, priority)) in [("w1", 5), ("w2", 0)].into_iter().enumerate() {
+        let svc2 = svc.clone();
+        let body =
+            json!({"owner": who, "lease_ms": 30_000, "priority": priority, "waiting_ms": 20_000});
+        tasks.insert(
+            who,
+            tokio::spawn(async move {
+                let (status, body) = svc2.acquire(name, body).await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+                body
+            }),
+        );
+        common::eventually(WAIT, "the waiter queued", || async {
+            waiters(&svc, name).await == i as u64 + 1
+        })
+        .await;
+    }
+    svc.release(name, &lease).await;
+    lease = granted_to(&mut tasks, "w1").await["lease_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let svc2 = svc.clone();
+    tasks.insert(
+        "r",
+        tokio::spawn(async move {
+            let body =
+                json!({"owner": "r", "lease_ms": 30_000, "priority": 5, "waiting_ms": 20_000});
+            let (status, body) = svc2.acquire(name, body).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body
+        }),
+    );
+    // Well within the 1 s join window: it did not wait for a hand-off to ride on (had it,
+    // it would have joined only once the window ran out, or behind w2 with the next one).
+    common::eventually(Duration::from_millis(700), "r queued at once", || async {
+        waiters(&svc, name).await == 2
+    })
+    .await;
+    assert_eq!(
+        counter(&svc.metrics().await, "lockwarden_queue_joins_waiting"),
+        0
+    );
+    for who in ["r", "w2"] {
+        svc.release(name, &lease).await;
+        lease = granted_to(&mut tasks, who).await["lease_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    }
+    svc.release(name, &lease).await;
+    let info = svc.info(name).await;
+    assert_eq!(info["state"], "free", "{info}");
+    assert_eq!(info["waiters"], 0, "{info}");
+}
+
+mod outranking {
+    use lockwarden::config::ServeArgs;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_zookeeper() {
+        let svc = super::common::Service::zk_with(|a| a.join_window_ms = 1_000).await;
+        super::a_caller_outranking_the_queue_joins_at_once_and_goes_first(svc).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_memory() {
+        let mut args = ServeArgs::defaults();
+        args.max_clock_skew_ms = 0;
+        args.join_window_ms = 1_000;
+        let svc = super::common::Service::start(args).await;
+        super::a_caller_outranking_the_queue_joins_at_once_and_goes_first(svc).await
+    }
+}
+
 on_both_stores!(
     a_caller_asking_again_joins_with_the_next_hand_off_in_order,
     a_busy_lock_serves_everyone_with_joins_riding_on_hand_offs,

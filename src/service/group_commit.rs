@@ -12,18 +12,23 @@
 //!
 //! Why every guarantee of the queue still holds:
 //! - **Marked before joining.** The caller marks the record before it joins (`mark_queued`)
-//!   exactly as before, and the hand-off's record carries the joiners' priorities in its
-//!   mark too (`engine::queued_with`). A release that skips reading the queue therefore
-//!   still finds the record's version moved by any caller it does not know of.
+//!   exactly as before, and the hand-off's record carries the riders' priorities in its
+//!   mark too (`engine::queued_with`), in the write that makes their entries. A release
+//!   decides on the queue it remembers only when the mark equals that queue's head's
+//!   priority (`read_cached`), so every rider it does not know of has at most the head's
+//!   priority and a later sequence number: it queues behind the head either way.
 //! - **No entry without its write, none on a stand-in.** The store makes the entries only
 //!   in the hand-off's transaction, and only when that goes out on the primary session,
 //!   whose end takes waiter nodes with it (see `store::zk::session`). A hand-off that does
 //!   not land makes none; its joiners then join on their own.
 //! - **A lost answer is looked up, not guessed.** When the hand-off's answer is lost, or
 //!   the release carrying it was dropped midway, each joiner looks for its own entry by its
-//!   key before it creates one; a duplicate made anyway (the look-up went to a stand-in
-//!   session) is removed as an orphan by the first round of waiting, as for a retried
-//!   create.
+//!   key before it creates one. ZooKeeper orders a session's requests only along one
+//!   connection, so a listing can miss an entry whose write was sent on a connection that
+//!   has since dropped and is applied after the listing: the caller then has two entries.
+//!   Its waiting removes the other, both as an orphan in any round that reads the queue
+//!   and when it is granted through the other entry (`try_wait_step`), so that neither is
+//!   handed the lock later. `tests/group_commit.rs` loses such an answer on purpose.
 //! - **No orphan.** A joiner that goes away while it waits for a hand-off leaves the batch;
 //!   one that goes away after a hand-off took it has its new entry deleted by that release.
 //! - **Order.** Joiners carried by one hand-off keep their arrival order. A joiner may be
@@ -32,6 +37,13 @@
 //!   window ran out meanwhile. That is the same order a slower network would have given.
 //! - **Retries keep their place.** A call with a `request_id` always joins on its own,
 //!   since a retry must find the entry its first attempt made.
+//! - **Priority.** Only a caller that queues behind the waiter next in line after the last
+//!   hand-off (of equal or higher priority) waits for the next one; the next hand-off goes
+//!   to that waiter or to one that joined ahead of it, never past the rider. A caller that
+//!   had to raise the record's mark joins at once too. Should a hand-off still find a
+//!   rider that would come before its new holder (that waiter left meanwhile), the rider is
+//!   sent to join on its own at once, as it would have without the group commit.
+//! - **Size.** A hand-off carries at most `MAX_RIDERS` joiners.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -44,6 +56,10 @@ use crate::waiter::{Ticket, Waiter};
 
 /// Above this many remembered hand-offs, the stale ones are dropped.
 const MAX_REMEMBERED: usize = 4096;
+
+/// The most joiners one hand-off carries; the others wait for the next one. A ticket is at
+/// most a few KB, so a hand-off stays far below ZooKeeper's 1 MB packet limit.
+pub const MAX_RIDERS: usize = 32;
 
 /// What a hand-off tells a joiner it took.
 #[derive(Debug)]
@@ -84,8 +100,9 @@ pub struct JoinBatches {
 struct Batches {
     /// Joiners waiting for the next hand-off, by lock, in arrival order.
     waiting: HashMap<LockName, Vec<(u64, Rider)>>,
-    /// When this instance last handed each lock over.
-    handed: HashMap<LockName, Instant>,
+    /// When this instance last handed each lock over, and the priority of the waiter then
+    /// next in line (`None`: unknown), which the next hand-off goes to or past.
+    handed: HashMap<LockName, (Instant, Option<u32>)>,
     next_seat: u64,
 }
 
@@ -112,8 +129,10 @@ impl JoinBatches {
             return None;
         }
         let mut inner = self.inner();
-        let last = *inner.handed.get(name)?;
-        if last.elapsed() >= self.window {
+        let (last, next_in_line) = *inner.handed.get(name)?;
+        // Only a caller that queues behind the waiter next in line: one that would come
+        // before it joins at once, so that the next hand-off reads it in the queue.
+        if last.elapsed() >= self.window || next_in_line.is_none_or(|p| ticket.priority > p) {
             return None;
         }
         inner.next_seat += 1;
@@ -137,25 +156,33 @@ impl JoinBatches {
         })
     }
 
-    /// Takes the joiners waiting for `name`'s next hand-off: the caller is about to write
-    /// it (`handing`), or to free the lock, and must tell each rider what came of it.
-    pub fn board(&self, name: &LockName, handing: bool) -> Vec<Rider> {
+    /// Takes the joiners waiting for `name`'s next hand-off, the first `MAX_RIDERS` of them:
+    /// the caller is about to write it (`handing`, with the priority of the waiter next in
+    /// line after it, if known), or to free the lock, and must tell each rider what came of
+    /// it.
+    pub fn board(&self, name: &LockName, handing: Option<Option<u32>>) -> Vec<Rider> {
         let mut inner = self.inner();
-        if handing {
+        if let Some(next_in_line) = handing {
             let now = Instant::now();
             if inner.handed.len() >= MAX_REMEMBERED {
                 let window = self.window;
                 inner
                     .handed
-                    .retain(|_, at| now.duration_since(*at) < window);
+                    .retain(|_, (at, _)| now.duration_since(*at) < window);
             }
-            inner.handed.insert(name.clone(), now);
+            inner.handed.insert(name.clone(), (now, next_in_line));
         }
-        inner
-            .waiting
-            .remove(name)
-            .map(|riders| riders.into_iter().map(|(_, rider)| rider).collect())
-            .unwrap_or_default()
+        let Some(riders) = inner.waiting.get_mut(name) else {
+            return Vec::new();
+        };
+        let boarding: Vec<Rider> = riders
+            .drain(..riders.len().min(MAX_RIDERS))
+            .map(|(_, rider)| rider)
+            .collect();
+        if riders.is_empty() {
+            inner.waiting.remove(name);
+        }
+        boarding
     }
 
     /// Takes `seat` out of its batch; false when a hand-off has taken it already.
@@ -242,12 +269,12 @@ mod tests {
             batches.offer(&lock("l"), &ticket("a", None)).is_none(),
             "never handed"
         );
-        batches.board(&lock("l"), false);
+        batches.board(&lock("l"), None);
         assert!(
             batches.offer(&lock("l"), &ticket("a", None)).is_none(),
             "only freed"
         );
-        batches.board(&lock("l"), true);
+        batches.board(&lock("l"), Some(Some(0)));
         assert!(batches.offer(&lock("l"), &ticket("a", None)).is_some());
         assert!(
             batches.offer(&lock("m"), &ticket("a", None)).is_none(),
@@ -259,8 +286,19 @@ mod tests {
                 .is_none(),
             "a retryable call joins on its own"
         );
+        let mut higher = ticket("h", None);
+        higher.priority = 1;
+        assert!(
+            batches.offer(&lock("l"), &higher).is_none(),
+            "it would come before the waiter next in line (priority 0)"
+        );
+        batches.board(&lock("l"), Some(None));
+        assert!(
+            batches.offer(&lock("l"), &ticket("a", None)).is_none(),
+            "nobody known to be next in line"
+        );
         let off = JoinBatches::new(Duration::ZERO);
-        off.board(&lock("l"), true);
+        off.board(&lock("l"), Some(Some(0)));
         assert!(
             off.offer(&lock("l"), &ticket("a", None)).is_none(),
             "turned off"
@@ -271,28 +309,55 @@ mod tests {
     fn a_hand_off_boards_the_seated_in_arrival_order_and_a_dropped_seat_leaves() {
         let batches = JoinBatches::new(Duration::from_secs(60));
         let name = lock("l");
-        batches.board(&name, true);
+        batches.board(&name, Some(Some(0)));
         let first = batches.offer(&name, &ticket("a", None)).unwrap();
         let gone = batches.offer(&name, &ticket("b", None)).unwrap();
         let third = batches.offer(&name, &ticket("c", None)).unwrap();
         assert_eq!(batches.seated(), 3);
         drop(gone);
         assert_eq!(batches.seated(), 2);
-        let riders = batches.board(&name, true);
+        let riders = batches.board(&name, Some(Some(0)));
         let keys: Vec<&str> = riders.iter().map(|r| r.ticket.key.as_str()).collect();
         assert_eq!(keys, ["a", "c"]);
         assert_eq!(batches.seated(), 0);
-        assert!(batches.board(&name, true).is_empty(), "boarded once");
+        assert!(
+            batches.board(&name, Some(Some(0))).is_empty(),
+            "boarded once"
+        );
         drop((first, third));
+    }
+
+    #[test]
+    fn a_hand_off_carries_at_most_max_riders_and_the_rest_wait_for_the_next() {
+        let batches = JoinBatches::new(Duration::from_secs(60));
+        let name = lock("l");
+        batches.board(&name, Some(Some(0)));
+        let seats: Vec<Seat<'_>> = (0..MAX_RIDERS + 5)
+            .map(|i| {
+                batches
+                    .offer(&name, &ticket(&format!("k{i}"), None))
+                    .unwrap()
+            })
+            .collect();
+        let first = batches.board(&name, Some(Some(0)));
+        assert_eq!(first.len(), MAX_RIDERS);
+        assert_eq!(first[0].ticket.key, "k0");
+        let rest = batches.board(&name, Some(Some(0)));
+        let keys: Vec<&str> = rest.iter().map(|r| r.ticket.key.as_str()).collect();
+        let want: Vec<String> = (MAX_RIDERS..MAX_RIDERS + 5)
+            .map(|i| format!("k{i}"))
+            .collect();
+        assert_eq!(keys, want);
+        drop(seats);
     }
 
     #[tokio::test]
     async fn a_seat_hears_what_came_of_its_hand_off_or_leaves_when_none_comes() {
         let batches = JoinBatches::new(Duration::from_millis(20));
         let name = lock("l");
-        batches.board(&name, true);
+        batches.board(&name, Some(Some(0)));
         let seat = batches.offer(&name, &ticket("a", None)).unwrap();
-        let riders = batches.board(&name, true);
+        let riders = batches.board(&name, Some(Some(0)));
         let waiter = Waiter::parse("2147483647-a-0000000007").unwrap();
         for rider in riders {
             assert!(rider.tell(Carried::Joined(waiter.clone())));
@@ -304,9 +369,12 @@ mod tests {
             "the window ran out"
         );
         assert_eq!(batches.seated(), 0);
-        assert!(batches.board(&name, true).is_empty(), "it left the batch");
+        assert!(
+            batches.board(&name, Some(Some(0))).is_empty(),
+            "it left the batch"
+        );
         let seat = batches.offer(&name, &ticket("c", None)).unwrap();
-        drop(batches.board(&name, true));
+        drop(batches.board(&name, Some(Some(0))));
         assert!(
             matches!(seat.wait().await, Carried::Unknown),
             "the hand-off that took it was dropped"

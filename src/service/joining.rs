@@ -19,30 +19,31 @@ impl LockService {
     /// it joins (see `engine::announce_waiter`): a release that skips reading the queue then
     /// always finds the record's version moved. `read` is the record as the caller's acquire
     /// just read it. The first round of waiting reads the record again, after joining, and
-    /// announces the caller if the record changed meanwhile.
+    /// announces the caller if the record changed meanwhile. True when it had to write the
+    /// mark: the caller outranks everyone the record said was queued.
     pub(super) async fn mark_queued(
         &self,
         name: &LockName,
         priority: u32,
         mut read: Option<Stored>,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<bool, ServiceError> {
         let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
             let current = match read.take() {
                 Some(current) => current,
                 None => match self.store.read(name, deadline).await? {
                     Some(current) => current,
-                    None => return Ok(()),
+                    None => return Ok(false),
                 },
             };
             let Some(marked) = engine::announce_waiter(&current.record, priority) else {
-                return Ok(());
+                return Ok(false);
             };
             if let Put::Landed(written, version) =
                 self.put(name, Some(&current), marked, deadline).await?
             {
                 self.cache.remember(name, &written, version);
-                return Ok(());
+                return Ok(true);
             }
         }
         Err(ServiceError::StoreUnavailable(
@@ -51,21 +52,30 @@ impl LockService {
     }
 
     /// Joins `name`'s queue: in the transaction of this instance's next hand-off of the
-    /// lock when one comes soon (see `group_commit`), or else on its own.
+    /// lock when one comes soon (see `group_commit`), or else on its own. A caller that had
+    /// to mark the record (`outranks`: it comes before everyone queued) joins at once, so
+    /// that the next hand-off finds it in the queue rather than passing it by.
     pub(super) async fn join(
         &self,
         name: &LockName,
         ticket: &Ticket,
+        outranks: bool,
     ) -> Result<Waiter, StoreError> {
-        let deadline = self.deadline();
-        if let Some(seat) = self.joins.offer(name, ticket) {
-            match seat.wait().await {
+        let seat = (!outranks)
+            .then(|| self.joins.offer(name, ticket))
+            .flatten();
+        if let Some(seat) = seat {
+            let carried = seat.wait().await;
+            // Counted from here: the wait for a hand-off may have taken most of a timeout.
+            let deadline = self.deadline();
+            match carried {
                 Carried::Joined(me) => {
                     self.metrics.queue_joins.at(JoinedBy::HandOff).inc();
                     return Ok(me);
                 }
-                // Requests on a session are answered in order, so a listing sent now shows
-                // the entry if the hand-off made it.
+                // A listing sent now shows the entry if the hand-off made it and was
+                // applied; if it misses one still in flight, the caller ends up with two,
+                // and waiting removes the other (see `group_commit`).
                 Carried::Unknown => {
                     let queue = self.store.queue(name, deadline).await?;
                     if let Some(me) = queue.into_iter().find(|w| w.key == ticket.key) {
@@ -77,7 +87,7 @@ impl LockService {
             }
         }
         self.metrics.queue_joins.at(JoinedBy::Alone).inc();
-        self.store.enqueue(name, ticket, deadline).await
+        self.store.enqueue(name, ticket, self.deadline()).await
     }
 
     /// When a release on this instance is handing the lock to the waiter `ahead` (on this

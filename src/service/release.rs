@@ -169,12 +169,17 @@ impl LockService {
                 _ => (LockRecord::default(), None),
             };
             expected.forced = forced;
-            // Callers joining the queue here ride on a hand-off (see `group_commit`); a
-            // release that frees the lock sends them on their own.
-            let mut riders = self.joins.board(name, to.is_some());
-            if to.is_none() {
-                self.tell_riders(name, std::mem::take(&mut riders), Joined::NotCarried);
-            }
+            // Callers joining the queue here ride on a hand-off (see `group_commit`), when
+            // they queue behind its new holder. The others (all of them, when the release
+            // frees the lock) join on their own at once, as they would have without it.
+            let next_in_line =
+                to.map(|to| queue.iter().find(|w| w.id != to.id).map(|w| w.priority));
+            let (riders, alone): (Vec<Rider>, Vec<Rider>) = self
+                .joins
+                .board(name, next_in_line)
+                .into_iter()
+                .partition(|r| to.is_some_and(|to| r.ticket.priority <= to.priority));
+            self.tell_riders(name, alone, Joined::NotCarried);
             let joining: Vec<Ticket> = riders.iter().map(|r| r.ticket.clone()).collect();
             expected.queued =
                 engine::queued_with(expected.queued, joining.iter().map(|t| t.priority));

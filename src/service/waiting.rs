@@ -84,8 +84,8 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
-        self.mark_queued(name, ticket.priority, read).await?;
-        let me = match self.join(name, &ticket).await {
+        let outranks = self.mark_queued(name, ticket.priority, read).await?;
+        let me = match self.join(name, &ticket, outranks).await {
             Ok(me) => me,
             Err(error) => {
                 self.sweep_later(name, None, &ticket);
@@ -251,9 +251,16 @@ impl LockService {
             return Ok(Step::Again);
         }
         match decision {
-            WaitDecision::Granted => Ok(Step::Done(Box::new(Ok(
-                self.granted(name, ticket, &record, &queue, now)
-            )))),
+            WaitDecision::Granted => {
+                // Granted through another entry of this call (a lost answer made two): this
+                // one must not stay queued, or the lock would later be handed to it.
+                if queue.iter().any(|w| w.id == me.id) {
+                    self.store.leave(name, me, deadline).await?;
+                }
+                Ok(Step::Done(Box::new(Ok(
+                    self.granted(name, ticket, &record, &queue, now)
+                ))))
+            }
             WaitDecision::Take {
                 record: next,
                 revoked,
