@@ -39,10 +39,11 @@
 //!   since a retry must find the entry its first attempt made.
 //! - **Priority.** Only a caller that queues behind the waiter next in line after the last
 //!   hand-off (of equal or higher priority) waits for the next one; the next hand-off goes
-//!   to that waiter or to one that joined ahead of it, never past the rider. A caller that
-//!   had to raise the record's mark joins at once too. Should a hand-off still find a
-//!   rider that would come before its new holder (that waiter left meanwhile), the rider is
-//!   sent to join on its own at once, as it would have without the group commit.
+//!   to that waiter or to one that joined ahead of it, never past the rider (a caller that
+//!   had to raise the record's mark ranks above every waiter, so it joins at once). Should
+//!   a hand-off still find a rider that would come before its new holder (that waiter
+//!   left meanwhile), the rider is sent to join on its own at once, as it would have
+//!   without the group commit.
 //! - **Size.** A hand-off carries at most `MAX_RIDERS` joiners.
 
 use std::collections::HashMap;
@@ -79,11 +80,11 @@ pub struct Rider {
 }
 
 impl Rider {
-    /// Tells the joiner what came of the hand-off. False when it has gone (it cannot,
-    /// while a caller waits: its call runs on a task of its own that ends only with the
-    /// service), and then whatever the hand-off made for it is the caller's to remove.
-    pub fn tell(self, carried: Carried) -> bool {
-        self.reply.send(carried).is_ok()
+    /// Tells the joiner what came of the hand-off. Gives it back when the joiner has gone
+    /// (it cannot, while a caller waits: its call runs on a task of its own that ends only
+    /// with the service); whatever the hand-off made for it is then the caller's to remove.
+    pub fn tell(self, carried: Carried) -> Result<(), Carried> {
+        self.reply.send(carried)
     }
 }
 
@@ -360,7 +361,7 @@ mod tests {
         let riders = batches.board(&name, Some(Some(0)));
         let waiter = Waiter::parse("2147483647-a-0000000007").unwrap();
         for rider in riders {
-            assert!(rider.tell(Carried::Joined(waiter.clone())));
+            assert!(rider.tell(Carried::Joined(waiter.clone())).is_ok());
         }
         assert!(matches!(seat.wait().await, Carried::Joined(w) if w == waiter));
         let seat = batches.offer(&name, &ticket("b", None)).unwrap();

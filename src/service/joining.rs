@@ -19,31 +19,30 @@ impl LockService {
     /// it joins (see `engine::announce_waiter`): a release that skips reading the queue then
     /// always finds the record's version moved. `read` is the record as the caller's acquire
     /// just read it. The first round of waiting reads the record again, after joining, and
-    /// announces the caller if the record changed meanwhile. True when it had to write the
-    /// mark: the caller outranks everyone the record said was queued.
+    /// announces the caller if the record changed meanwhile.
     pub(super) async fn mark_queued(
         &self,
         name: &LockName,
         priority: u32,
         mut read: Option<Stored>,
-    ) -> Result<bool, ServiceError> {
+    ) -> Result<(), ServiceError> {
         let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
             let current = match read.take() {
                 Some(current) => current,
                 None => match self.store.read(name, deadline).await? {
                     Some(current) => current,
-                    None => return Ok(false),
+                    None => return Ok(()),
                 },
             };
             let Some(marked) = engine::announce_waiter(&current.record, priority) else {
-                return Ok(false);
+                return Ok(());
             };
             if let Put::Landed(written, version) =
                 self.put(name, Some(&current), marked, deadline).await?
             {
                 self.cache.remember(name, &written, version);
-                return Ok(true);
+                return Ok(());
             }
         }
         Err(ServiceError::StoreUnavailable(
@@ -52,19 +51,13 @@ impl LockService {
     }
 
     /// Joins `name`'s queue: in the transaction of this instance's next hand-off of the
-    /// lock when one comes soon (see `group_commit`), or else on its own. A caller that had
-    /// to mark the record (`outranks`: it comes before everyone queued) joins at once, so
-    /// that the next hand-off finds it in the queue rather than passing it by.
+    /// lock when one comes soon (see `group_commit`), or else on its own.
     pub(super) async fn join(
         &self,
         name: &LockName,
         ticket: &Ticket,
-        outranks: bool,
     ) -> Result<Waiter, StoreError> {
-        let seat = (!outranks)
-            .then(|| self.joins.offer(name, ticket))
-            .flatten();
-        if let Some(seat) = seat {
+        if let Some(seat) = self.joins.offer(name, ticket) {
             let carried = seat.wait().await;
             // Counted from here: the wait for a hand-off may have taken most of a timeout.
             let deadline = self.deadline();

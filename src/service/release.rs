@@ -292,15 +292,10 @@ impl LockService {
         };
         for (rider, entry) in riders.into_iter().zip(entries) {
             let ticket = rider.ticket.clone();
-            let entry_made = match &entry {
-                Carried::Joined(waiter) => Some(Some(waiter.clone())),
-                Carried::Unknown => Some(None),
-                Carried::Not => None,
-            };
-            if !rider.tell(entry) {
-                if let Some(orphan) = entry_made {
-                    self.sweep_later(name, orphan.as_ref(), &ticket);
-                }
+            match rider.tell(entry) {
+                Err(Carried::Joined(orphan)) => self.sweep_later(name, Some(&orphan), &ticket),
+                Err(Carried::Unknown) => self.sweep_later(name, None, &ticket),
+                _ => {}
             }
         }
     }

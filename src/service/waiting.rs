@@ -84,8 +84,8 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
-        let outranks = self.mark_queued(name, ticket.priority, read).await?;
-        let me = match self.join(name, &ticket, outranks).await {
+        self.mark_queued(name, ticket.priority, read).await?;
+        let me = match self.join(name, &ticket).await {
             Ok(me) => me,
             Err(error) => {
                 self.sweep_later(name, None, &ticket);
