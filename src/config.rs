@@ -132,6 +132,12 @@ pub struct ServeArgs {
     /// every caller joins at once, in a write of its own. At most 1000.
     #[arg(long, env = "LOCKWARDEN_JOIN_WINDOW_MS", default_value_t = 10)]
     pub join_window_ms: u64,
+    /// Write coalescing (DESIGN.md, "Shared multis"): once this many record writes wait for
+    /// ZooKeeper, further ones wait here and go out together, in one ZooKeeper `multi`, when
+    /// one of them is answered. A write that finds fewer in flight goes out at once, alone.
+    /// 0 turns it off. At most 1024.
+    #[arg(long, env = "LOCKWARDEN_ZK_WRITES_IN_FLIGHT", default_value_t = 4)]
+    pub zk_writes_in_flight: usize,
     /// The most HTTP connections served at once; further clients wait in the listen backlog.
     #[arg(long, env = "LOCKWARDEN_MAX_CONNECTIONS", default_value_t = 4_096)]
     pub max_connections: usize,
@@ -213,6 +219,9 @@ impl ServeArgs {
             return Err(format!(
                 "--max-waiters-per-lock must be between 1 and {MAX_WAITERS_PER_LOCK}"
             ));
+        }
+        if self.zk_writes_in_flight > 1_024 {
+            return Err("--zk-writes-in-flight must be at most 1024".into());
         }
         if self.join_window_ms > 1_000 {
             return Err("--join-window-ms must be at most 1000".into());

@@ -35,6 +35,7 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
             access: ZkAccess::from_flag(args.zk_auth.clone()),
             sealer: sealer.clone(),
             metrics: metrics.zookeeper(),
+            writes_in_flight: args.zk_writes_in_flight,
         })),
         None => Arc::new(MemoryStore::new()),
     };

@@ -164,15 +164,7 @@ async fn a_busy_lock_serves_everyone_with_joins_riding_on_hand_offs(svc: Service
 
 /// One series of `instance`'s `/metrics`.
 async fn series(instance: &Instance, series: &str) -> u64 {
-    let text = common::http_client()
-        .get(format!("{}/metrics", instance.base()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    counter(&text, series)
+    counter(&instance.metrics().await, series)
 }
 
 /// How many callers wait to join with the next hand-off on `instance`.

@@ -46,6 +46,16 @@ label_values!(
 );
 
 label_values!(
+    /// How a record write went to ZooKeeper, as the `how` label names it.
+    WriteSharing {
+        /// In a `multi` of its own.
+        Alone = "alone",
+        /// In a `multi` shared with other record writes.
+        Shared = "shared",
+    }
+);
+
+label_values!(
     /// The state of the instance's ZooKeeper session, as the `state` label names it.
     SessionState {
         /// No session: the first one, or a new one after the last expired, is being made.
@@ -64,6 +74,8 @@ pub(super) struct Families {
     errors: IntCounterVec,
     session: IntGaugeVec,
     stand_in: IntGaugeVec,
+    record_writes: IntCounterVec,
+    writes_waiting: IntGaugeVec,
 }
 
 impl Families {
@@ -71,7 +83,7 @@ impl Families {
         let operations = HistogramVec::new(
             HistogramOpts::new(
                 "lockwarden_zookeeper_request_duration_seconds",
-                "Time ZooKeeper took to answer a request, by operation; requests that got no answer within their deadline are counted in lockwarden_store_errors_total{kind=\"timeout\"} instead.",
+                "Time ZooKeeper took to answer a request, by operation (for a record write that waited to share a multi, from when it was ready to go); requests that got no answer within their deadline are counted in lockwarden_store_errors_total{kind=\"timeout\"} instead.",
             )
             .buckets(LATENCY_BUCKETS.to_vec()),
             &["operation"],
@@ -97,7 +109,23 @@ impl Families {
             ),
             &[],
         );
+        let record_writes = IntCounterVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_record_writes_total",
+                "Record writes sent to ZooKeeper, by whether they went in a multi of their own (alone) or shared one with other writes of this instance because enough were already in flight (shared; see --zk-writes-in-flight). A write sent again after a shared multi failed is counted again.",
+            ),
+            &["how"],
+        );
+        let writes_waiting = IntGaugeVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_record_writes_waiting",
+                "Record writes waiting on this instance to go to ZooKeeper in a shared multi (see --zk-writes-in-flight).",
+            ),
+            &[],
+        );
         Families {
+            record_writes: register(registry, record_writes),
+            writes_waiting: register(registry, writes_waiting),
             operations: register(registry, operations),
             errors: register(registry, errors),
             session: register(registry, session),
@@ -112,6 +140,8 @@ impl Families {
             errors: Labeled::of(&self.errors),
             session: Labeled::of(&self.session),
             stand_in: self.stand_in.with_label_values::<&str>(&[]),
+            record_writes: Labeled::of(&self.record_writes),
+            writes_waiting: self.writes_waiting.with_label_values::<&str>(&[]),
         };
         metrics.session(SessionState::Connecting);
         metrics
@@ -125,6 +155,8 @@ pub struct ZkMetrics {
     errors: Labeled<prometheus::IntCounter, StoreErrorKind>,
     session: Labeled<prometheus::IntGauge, SessionState>,
     stand_in: prometheus::IntGauge,
+    record_writes: Labeled<prometheus::IntCounter, WriteSharing>,
+    writes_waiting: prometheus::IntGauge,
 }
 
 impl ZkMetrics {
@@ -143,6 +175,21 @@ impl ZkMetrics {
     /// Whether a stand-in session serves (see `store::zk::session`).
     pub fn stand_in(&self, serving: bool) {
         self.stand_in.set(i64::from(serving));
+    }
+
+    /// Counts `writes` record writes sent in one `multi`, shared or alone.
+    pub fn record_writes(&self, writes: usize, shared: bool) {
+        let how = if shared {
+            WriteSharing::Shared
+        } else {
+            WriteSharing::Alone
+        };
+        self.record_writes.at(how).inc_by(writes as u64);
+    }
+
+    /// How many record writes wait to share a `multi`.
+    pub fn writes_waiting(&self, waiting: usize) {
+        self.writes_waiting.set(waiting as i64);
     }
 
     pub fn error(&self, kind: StoreErrorKind) {

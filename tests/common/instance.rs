@@ -151,6 +151,12 @@ impl Instance {
         self.send("GET", path, None, None).await
     }
 
+    /// The instance's `/metrics`, in Prometheus' text format.
+    pub async fn metrics(&self) -> String {
+        let answer = self.http.get(format!("{}/metrics", self.base)).send();
+        answer.await.unwrap().text().await.unwrap()
+    }
+
     fn signal(&self, signal: &str) {
         // The child is not reaped until `kill`, so its pid cannot have been reused.
         let pid = self.pid().expect("the instance is not running");

@@ -357,6 +357,8 @@ pub struct ChaosOutcome {
     /// Queue entries the instances made (with a hand-off, alone), from their `/metrics` at
     /// the end (an instance restarted during the run counts from its restart).
     pub joins: (u64, u64),
+    /// Record writes sent in shared multis and alone (`store::zk::batch`).
+    pub record_writes: (u64, u64),
 }
 
 impl ChaosOutcome {
@@ -411,6 +413,11 @@ impl ChaosOutcome {
             "queue joins: {} with a hand-off, {} alone",
             self.joins.0, self.joins.1
         );
+        let _ = writeln!(
+            out,
+            "record writes: {} in shared multis, {} alone",
+            self.record_writes.0, self.record_writes.1
+        );
         let _ = writeln!(out, "instance logs: {}", self.logs.display());
         out
     }
@@ -461,9 +468,13 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         tokio::time::sleep(Duration::from_millis(500)).await;
         garbage = cluster.garbage().await;
     }
-    let joins = queue_joins(&cluster.urls()).await;
+    let urls = cluster.urls();
+    let joins = summed(&urls, "lockwarden_queue_joins_total", ["hand_off", "alone"]).await;
+    let writes = ["shared", "alone"];
+    let record_writes = summed(&urls, "lockwarden_zookeeper_record_writes_total", writes).await;
     ChaosOutcome {
         joins,
+        record_writes,
         logs: cluster.logs.clone(),
         report,
         injections,
@@ -473,23 +484,24 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     }
 }
 
-/// The instances' `lockwarden_queue_joins_total`, summed: (with a hand-off, alone).
-async fn queue_joins(urls: &[String]) -> (u64, u64) {
+/// The instances' counters `family{how="..."}` for each of `hows`, summed (instances
+/// restarted during the run count only since their restart).
+async fn summed(urls: &[String], family: &str, hows: [&str; 2]) -> (u64, u64) {
     let http = super::http_client();
-    let mut joins = (0, 0);
+    let mut sums = (0, 0);
     for url in urls {
         let Ok(answer) = http.get(format!("{url}/metrics")).send().await else {
             continue;
         };
         let text = answer.text().await.unwrap_or_default();
         let count = |how: &str| {
-            let series = format!("lockwarden_queue_joins_total{{how=\"{how}\"}}");
+            let series = format!("{family}{{how=\"{how}\"}}");
             text.lines()
                 .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        joins.0 += count("hand_off");
-        joins.1 += count("alone");
+        sums.0 += count(hows[0]);
+        sums.1 += count(hows[1]);
     }
-    joins
+    sums
 }

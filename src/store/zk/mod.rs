@@ -2,9 +2,11 @@
 //! Helix ZNRecord; intermediate znodes of nested names are containers, which the server
 //! removes once they are empty.
 //!
-//! Every change is a single conditional write. Every call is bounded by the request's
-//! deadline, because the client neither times out nor cancels a request on its own; a write
-//! whose answer is lost is reported as [`StoreError::OutcomeUnknown`] so the service re-reads.
+//! Every change is a single conditional write; concurrent record writes may travel in one
+//! shared `multi`, each keeping its own conditions (`batch.rs`). Every call is bounded by
+//! the request's deadline, because the client neither times out nor cancels a request on
+//! its own; a write whose answer is lost is reported as [`StoreError::OutcomeUnknown`] so
+//! the service re-reads.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -22,14 +24,17 @@ use crate::store::Wake;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod access;
+mod batch;
+mod batch_plan;
 mod create;
 mod feed;
 mod list;
+mod ops;
 mod queue;
 mod session;
 mod write;
 
-pub(super) use create::{stage_create, stage_set, written};
+use ops::{written, Ops};
 
 pub use session::ZkSession;
 
@@ -44,6 +49,8 @@ pub struct ZkStore {
     /// Turns the bearer secrets of records written by earlier versions into their seals.
     sealer: Sealer,
     feed: std::sync::Arc<feed::Feed>,
+    /// Lets concurrent record writes share a `multi` (`batch.rs`).
+    batch: batch::Coalescer,
     metrics: ZkMetrics,
 }
 
@@ -57,6 +64,9 @@ pub struct ZkConfig {
     pub sealer: Sealer,
     /// Where request latencies, errors and the session's state are recorded.
     pub metrics: ZkMetrics,
+    /// Record writes in flight before further ones wait to share a `multi` (`batch.rs`);
+    /// 0: every write goes out alone at once.
+    pub writes_in_flight: usize,
 }
 
 /// A call that got no answer from ZooKeeper.
@@ -82,6 +92,11 @@ impl ZkStore {
             session,
             lock_root,
             state_root,
+            batch: batch::Coalescer::new(
+                config.writes_in_flight,
+                config.access.clone(),
+                config.metrics.clone(),
+            ),
             access: config.access,
             sealer: config.sealer,
             metrics: config.metrics,
@@ -239,24 +254,22 @@ impl LockStore for ZkStore {
                 .client(deadline)
                 .await
                 .map_err(|e| self.write_failed(Err(e)))?;
-            let mut writer = client.new_multi_writer();
-            stage_create(&mut writer, &path, &data, self.access.acls())
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            match self.within(ZkOp::Multi, deadline, writer.commit()).await {
-                Ok(Ok(results)) => return written(&results, client.session_id().0),
-                Ok(Err(zk::MultiWriteError::OperationFailed {
+            let mut ops = Ops::default();
+            ops.create_record(path.clone(), data.clone());
+            match self.commit_ops(&client, ops, deadline).await? {
+                Ok(results) => return written(&results, client.session_id().0),
+                Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,
                     ..
-                })) => return Ok(WriteOutcome::Conflict),
-                Ok(Err(zk::MultiWriteError::OperationFailed {
+                }) => return Ok(WriteOutcome::Conflict),
+                Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NoNode,
                     ..
-                })) => self.create_parents(name, deadline).await?,
-                Ok(Err(zk::MultiWriteError::OperationFailed { source, .. }))
-                | Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                }) => self.create_parents(name, deadline).await?,
+                Err(zk::MultiWriteError::OperationFailed { source, .. })
+                | Err(zk::MultiWriteError::RequestFailed { source }) => {
                     return Err(self.write_failed(Ok(source)))
                 }
-                Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
             }
         }
         Ok(WriteOutcome::Conflict)

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
+use super::ops::{written, Ops};
 use super::{NoAnswer, ZkStore};
 use crate::engine::Watch;
 use crate::metrics::zookeeper::ZkOp;
@@ -216,7 +217,6 @@ impl ZkStore {
         let path = self.path(name);
         let data = record.encode();
         let dir = self.queue_dir(name);
-        let sequential = zk::CreateMode::EphemeralSequential.with_acls(self.access.acls());
         for _ in 0..4 {
             let client = match version {
                 Some(v) => match self.client_for(v, deadline).await? {
@@ -235,35 +235,33 @@ impl ZkStore {
             } else {
                 &[]
             };
-            let mut writer = client.new_multi_writer();
+            let mut ops = Ops::default();
             // The joining callers' creates come first, so that a failing operation's index
             // says whether it was theirs.
-            carried
-                .iter()
-                .try_for_each(|ticket| {
-                    let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
-                    writer.add_create(&format!("{dir}/{prefix}"), &ticket.encode(), &sequential)
-                })
-                .and_then(|_| match version {
-                    Some(v) if !v.empty => super::stage_set(&mut writer, &path, &data, v.number),
-                    Some(v) => writer.add_delete(&path, Some(v.number)).and_then(|_| {
-                        super::stage_create(&mut writer, &path, &data, self.access.acls())
-                    }),
-                    None => super::stage_create(&mut writer, &path, &data, self.access.acls()),
-                })
-                .and_then(|_| writer.add_delete(&self.waiter_path(name, waiter), None))
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            let failure = match self.within(ZkOp::Multi, deadline, writer.commit()).await {
-                Err(_) => return Err(self.write_failed(Err(NoAnswer::TimedOut))),
-                Ok(Ok(results)) => {
-                    let outcome = super::written(&results, client.session_id().0)?;
+            for ticket in carried {
+                let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
+                let mode = zk::CreateMode::EphemeralSequential;
+                ops.create(format!("{dir}/{prefix}"), ticket.encode(), mode);
+            }
+            match version {
+                Some(v) if !v.empty => ops.set_record(path.clone(), data.clone(), v.number),
+                Some(v) => {
+                    ops.delete(path.clone(), Some(v.number));
+                    ops.create_record(path.clone(), data.clone());
+                }
+                None => ops.create_record(path.clone(), data.clone()),
+            }
+            ops.delete(self.waiter_path(name, waiter), None);
+            let failure = match self.commit_ops(&client, ops, deadline).await? {
+                Ok(results) => {
+                    let outcome = written(&results, client.session_id().0)?;
                     return Ok(HandOff {
                         outcome,
                         joined: joined(&results, carried.len()),
                     });
                 }
-                Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => (index, source),
-                Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                Err(zk::MultiWriteError::OperationFailed { index, source }) => (index, source),
+                Err(zk::MultiWriteError::RequestFailed { source }) => {
                     return Err(self.write_failed(Ok(source)))
                 }
             };

@@ -1,12 +1,14 @@
 //! Conditional writes of lock records: each goes out on the session of the read it was
 //! planned on (`client_for`), never with the "any version" -1, and leaves a live record at
-//! an even version (see `stage_set`); the collector's fence leaves an odd one.
+//! an even version (see `Ops::set_record`); the collector's fence leaves an odd one.
 
 use std::time::Instant;
 
 use zookeeper_client as zk;
 
-use super::{stage_set, written, NoAnswer, ZkStore};
+use super::batch::Committed;
+use super::ops::{written, Ops};
+use super::{NoAnswer, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -30,22 +32,39 @@ impl ZkStore {
         Ok((same && version.number != -1).then_some(client))
     }
 
-    /// Commits a staged record write and maps its answer.
+    /// Sends a record write's operations, perhaps in a `multi` shared with other writes
+    /// (`batch.rs`), and waits for its own answer until `deadline`.
+    pub(super) async fn commit_ops(
+        &self,
+        client: &zk::Client,
+        ops: Ops,
+        deadline: Instant,
+    ) -> Result<Committed, StoreError> {
+        match self
+            .within(ZkOp::Multi, deadline, self.batch.commit(client, ops))
+            .await
+        {
+            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
+            Ok(Err(unstaged)) => Err(StoreError::Unavailable(unstaged.to_string())),
+            Ok(Ok(answer)) => Ok(answer),
+        }
+    }
+
+    /// Commits a record write and maps its answer.
     pub(super) async fn commit_record_write(
         &self,
         client: &zk::Client,
-        mut writer: zk::MultiWriter<'_>,
+        ops: Ops,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        match self.within(ZkOp::Multi, deadline, writer.commit()).await {
-            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
-            Ok(Ok(results)) => written(&results, client.session_id().0),
-            Ok(Err(zk::MultiWriteError::OperationFailed {
+        match self.commit_ops(client, ops, deadline).await? {
+            Ok(results) => written(&results, client.session_id().0),
+            Err(zk::MultiWriteError::OperationFailed {
                 source: zk::Error::BadVersion | zk::Error::NoNode,
                 ..
-            })) => Ok(WriteOutcome::Conflict),
-            Ok(Err(zk::MultiWriteError::OperationFailed { source, .. }))
-            | Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+            }) => Ok(WriteOutcome::Conflict),
+            Err(zk::MultiWriteError::OperationFailed { source, .. })
+            | Err(zk::MultiWriteError::RequestFailed { source }) => {
                 Err(self.write_failed(Ok(source)))
             }
         }
@@ -69,11 +88,9 @@ impl ZkStore {
         let Some(client) = self.client_for(version, deadline).await? else {
             return Ok(WriteOutcome::Conflict);
         };
-        let path = self.path(name);
-        let mut writer = client.new_multi_writer();
-        stage_set(&mut writer, &path, &record.encode(), version.number)
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        self.commit_record_write(&client, writer, deadline).await
+        let mut ops = Ops::default();
+        ops.set_record(self.path(name), record.encode(), version.number);
+        self.commit_record_write(&client, ops, deadline).await
     }
 
     pub(super) async fn fence_record(
