@@ -25,12 +25,24 @@ async fn every_scenario_runs_and_reports() {
         "handoff",
         "preempt",
         "memory",
+        "zk shapes",
     ] {
         assert!(
             rows.iter().any(|r| r.scenario.starts_with(scenario)),
             "no {scenario} row in {rows:?}"
         );
     }
+    // Each shape's row counts the pairs its clients completed.
+    let shapes: Vec<_> = rows
+        .iter()
+        .filter(|r| r.scenario.starts_with("zk shapes"))
+        .collect();
+    assert_eq!(
+        shapes.len(),
+        3 * 2,
+        "three shapes at 1 and 4 clients: {shapes:?}"
+    );
+    assert!(shapes.iter().all(|r| r.operations > 0), "{shapes:?}");
     let uncontended = rows
         .iter()
         .find(|r| r.scenario.starts_with("uncontended"))

@@ -201,7 +201,8 @@ async fn a_write_whose_caller_stopped_waiting_is_never_sent() {
     let metrics = Metrics::new();
     let store = Arc::new(store_via(&proxy, &metrics));
     ready(&store).await;
-    proxy.set_mode(Mode::DelayReplies(Duration::from_millis(800)));
+    // Long enough that the slot stays taken until both withdrawn writes are done with.
+    proxy.set_mode(Mode::DelayReplies(Duration::from_millis(2_000)));
     let slow = occupy_the_slot(&store, &metrics, "slot").await;
 
     let soon = Instant::now() + Duration::from_millis(100);

@@ -21,6 +21,7 @@ mod floor;
 mod latency;
 mod memory;
 mod scenarios;
+mod shapes;
 mod stats;
 mod throughput;
 
@@ -49,7 +50,7 @@ pub struct BenchArgs {
     /// Client counts for the parallel and contended scenarios.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub clients: Vec<usize>,
-    /// Which scenarios to run (`memory` is also available; it is slow and not in the default).
+    /// Which scenarios to run (`memory` and `shapes` are also available; not in the default).
     #[arg(
         long,
         value_delimiter = ',',
@@ -71,6 +72,9 @@ pub struct BenchArgs {
     /// The service's process id, to report its resident memory (`memory` scenario).
     #[arg(long)]
     pub service_pid: Option<u32>,
+    /// ZooKeeper's process id, to report its CPU time per operation (`shapes` scenario).
+    #[arg(long)]
+    pub zk_pid: Option<u32>,
     /// Interleaved rounds of the uncontended cycle (floor, lockwarden and Curator alternating
     /// in batches); its ratios are the median of the rounds' ratios.
     #[arg(long, default_value_t = 5)]
@@ -115,6 +119,7 @@ impl BenchArgs {
                 "handoff",
                 "preempt",
                 "memory",
+                "shapes",
             ]
             .map(String::from)
             .to_vec(),
@@ -123,6 +128,7 @@ impl BenchArgs {
             memory_locks: 200,
             memory_waiters: 20,
             service_pid: None,
+            zk_pid: None,
             rounds: 5,
             curator_classpath: None,
         }
@@ -366,6 +372,11 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     }
     if let Some(curator) = curator {
         curator.quit().await;
+    }
+    if wants("shapes") {
+        for &c in &args.clients {
+            rows.extend(bench.shapes(c, window(&args)).await?);
+        }
     }
     if wants("handoff") {
         rows.push(bench.handoff().await?);

@@ -3,11 +3,12 @@
 //!
 //! **Why.** ZooKeeper pays most of a transaction's cost per request, not per operation:
 //! proposing it, logging it, committing it and answering it. Measured here (BENCHMARKS.md,
-//! "Shared multis"), 32 callers each writing their own record cost the server about 134 µs
-//! of CPU per acquire+release pair as separate `multi`s and about 30 µs in shared ones. A
-//! write that finds a free slot goes out at once and alone, exactly as without the
-//! coalescer, so a lone caller waits for nothing; only writes that would have queued in
-//! ZooKeeper behind others wait here instead, and go out together when a slot frees.
+//! "Shared multis"; `--scenarios shapes`), 32 callers each writing their own record cost the
+//! server 134–152 µs of CPU per acquire+release pair as separate `multi`s and 30–66 µs in
+//! shared ones. A write that finds a free slot goes out at once and alone, exactly as
+//! without the coalescer, so a lone caller waits for nothing; only writes that would have
+//! queued in ZooKeeper behind others wait here instead, and go out together when a slot
+//! frees.
 //!
 //! **Why every guarantee holds.**
 //! - *Each write keeps its own conditions.* A write's operations are staged contiguously and
@@ -49,9 +50,9 @@ use crate::metrics::zookeeper::ZkMetrics;
 
 /// What ZooKeeper answered to one write: its own results, or its own failure (an index
 /// into its own operations).
-pub(super) type Committed = Result<Vec<zk::MultiWriteResult>, zk::MultiWriteError>;
+pub(crate) type Committed = Result<Vec<zk::MultiWriteResult>, zk::MultiWriteError>;
 
-pub(super) struct Coalescer {
+pub(crate) struct Coalescer {
     shared: Arc<Shared>,
 }
 
@@ -88,7 +89,7 @@ impl Shared {
 }
 
 impl Coalescer {
-    pub(super) fn new(limit: usize, access: ZkAccess, metrics: ZkMetrics) -> Coalescer {
+    pub(crate) fn new(limit: usize, access: ZkAccess, metrics: ZkMetrics) -> Coalescer {
         Coalescer {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
@@ -101,7 +102,7 @@ impl Coalescer {
 
     /// Commits `ops` on `client`'s session: at once and alone while a slot is free, else in
     /// the next shared `multi`. `Err` when the operations cannot be staged: nothing was sent.
-    pub(super) async fn commit(
+    pub(crate) async fn commit(
         &self,
         client: &zk::Client,
         ops: Ops,
@@ -190,6 +191,11 @@ impl Drop for Waiting {
 
 /// Sends shared `multi`s while slots are free. Called with the state locked.
 fn pump(shared: &Arc<Shared>, state: &mut State) {
+    // Outside a runtime (a caller dropped while everything shuts down) no answer could be
+    // awaited: nothing is sent, and the waiting writes are withdrawn as their callers go.
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
     while state.in_flight < shared.limit {
         state.queue.retain(|entry| !entry.reply.is_closed());
         let candidates: Vec<Candidate> = state
@@ -215,13 +221,13 @@ fn pump(shared: &Arc<Shared>, state: &mut State) {
             .collect();
         batch.reverse();
         state.in_flight += 1;
-        send(shared, batch);
+        send(shared, &runtime, batch);
     }
 }
 
 /// Stages `batch` into one `multi` and sends it before returning (see the module doc); its
 /// answer is awaited and shared out by a task.
-fn send(shared: &Arc<Shared>, batch: Vec<Entry>) {
+fn send(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle, batch: Vec<Entry>) {
     let client = batch[0].client.clone();
     let (sent, writes): (Vec<Sent>, Vec<Ops>) = batch
         .into_iter()
@@ -259,7 +265,7 @@ fn send(shared: &Arc<Shared>, batch: Vec<Entry>) {
         Poll::Pending => None,
     };
     let shared = shared.clone();
-    tokio::spawn(async move {
+    runtime.spawn(async move {
         let (writes, answer) = match early {
             Some(done) => done,
             None => commit.await,

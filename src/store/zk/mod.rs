@@ -24,12 +24,12 @@ use crate::store::Wake;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod access;
-mod batch;
+pub(crate) mod batch;
 mod batch_plan;
 mod create;
 mod feed;
 mod list;
-mod ops;
+pub(crate) mod ops;
 mod queue;
 mod session;
 mod write;
