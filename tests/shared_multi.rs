@@ -355,3 +355,56 @@ async fn a_lost_answer_to_a_shared_multi_is_settled_for_each_write() {
     let text = instance.metrics().await;
     assert!(series(&text, SHARED) > 0, "writes shared a multi");
 }
+
+/// A write waiting for a slot when its session's connection drops is not sent into the
+/// disconnected session (where it could land after its caller had given up and read the
+/// outcome elsewhere): its caller is told of a conflict, and once the session is back the
+/// record is still at the version that write was planned on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_write_is_not_sent_on_a_session_that_no_longer_serves() {
+    let proxy = proxy();
+    let metrics = Metrics::new();
+    let store = Arc::new(store_via(&proxy, &metrics));
+    ready(&store).await;
+    let target = name("target");
+    let created = store
+        .create(&target, &marked(1), Instant::now() + WAIT)
+        .await;
+    assert!(written(&created), "{created:?}");
+    let read = store.read(&target, Instant::now() + WAIT).await;
+    let version = read.unwrap().unwrap().version;
+
+    proxy.set_mode(Mode::DelayReplies(Duration::from_millis(2_000)));
+    let slow = occupy_the_slot(&store, &metrics, "slot").await;
+    let stranded = {
+        let (store, target) = (store.clone(), target.clone());
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            store.update(&target, &marked(2), version, deadline).await
+        })
+    };
+    eventually(WAIT, "the write waits for the slot", || async {
+        metric(&metrics, WAITING) == 1
+    })
+    .await;
+    // The connection drops: the write in flight loses its answer and frees the slot.
+    proxy.set_mode(Mode::Refuse);
+    let answer = stranded.await.unwrap();
+    assert!(
+        matches!(answer, Ok(WriteOutcome::Conflict)),
+        "the waiting write is not sent: {answer:?}"
+    );
+    let _ = slow.await.unwrap();
+    proxy.set_mode(Mode::Pass);
+    // A write at the version the stranded one was planned on lands once the primary session
+    // serves again (before that it conflicts, or waits): had the stranded write been left
+    // in that session's outbox, it would have gone out first and moved the version on.
+    eventually(WAIT, "a write at the old version lands", || async {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let again = store.update(&target, &marked(3), version, deadline).await;
+        written(&again)
+    })
+    .await;
+    let now = store.read(&target, Instant::now() + WAIT).await;
+    assert_eq!(now.unwrap().unwrap().record.queued, Some(3));
+}

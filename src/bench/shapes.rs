@@ -47,8 +47,10 @@ impl Bench {
             Err(e) => return Err(e.to_string()),
         }
         let metrics = crate::metrics::Metrics::new();
+        let connected = |client: &zk::Client| client.state() == zk::SessionState::SyncConnected;
         let coalescer = Arc::new(Coalescer::new(
             IN_FLIGHT,
+            Arc::new(connected),
             ZkAccess::open(),
             metrics.zookeeper(),
         ));
@@ -129,7 +131,8 @@ impl Bench {
                                         Shape::Shared => coalescer
                                             .commit(&zk, ops)
                                             .await
-                                            .map_err(|e| failed(&e))?,
+                                            .map_err(|e| failed(&e))?
+                                            .ok_or_else(|| failed(&"not sent: disconnected"))?,
                                         _ => {
                                             let mut writer = zk.new_multi_writer();
                                             ops.stage(&mut writer, zk::Acls::anyone_all())

@@ -21,12 +21,20 @@
 //!   `multi` fails, nothing of it was applied. ZooKeeper names the first failing operation.
 //!   If it belongs to the first write, that write was judged on the state before the
 //!   `multi`, as if alone: its failure (a conflict, usually) is its answer. A later write
-//!   may have failed only because of the writes staged before it, which never happened:
-//!   it is sent again, alone. Every other write goes out again. Each failure thus answers
-//!   one write or sends one alone, so retries end.
+//!   may have failed only because of the writes staged before it, which never happened.
+//!   So every write but an answered first one goes out again, each in a `multi` of its own,
+//!   where its answer is its own: a write shares at most one failed `multi`, and no write is
+//!   held back twice by others failing behind it.
 //! - *Writes stay on the session of their read* (`client_for`): a `multi` carries writes of
 //!   one session only, and goes out on that session's client. A hand-off's carried waiter
 //!   creates are staged only for the primary session (`queue.rs`), and stay on it.
+//! - *A write that waited goes out only on a session that still serves*
+//!   (`ZkSession::serves`): connected, and the one `ZkSession::client` hands out now. A
+//!   write planned on a session that has since disconnected, or been replaced by the
+//!   stand-in or by the primary again, is not sent, and its caller is told so (a conflict:
+//!   it reads again and plans on the serving session). Otherwise it could sit in a
+//!   disconnected session's outbox, reach ZooKeeper after its caller had given up and read
+//!   the outcome on another session, and land unseen.
 //! - *A caller that stops waiting is never written for afterwards.* Sending a shared
 //!   `multi` and withdrawing a queued write happen under the same lock, and the send is done
 //!   (the request is in the session's ordered outbox) before the lock is released. So a
@@ -52,6 +60,9 @@ use crate::metrics::zookeeper::ZkMetrics;
 /// into its own operations).
 pub(crate) type Committed = Result<Vec<zk::MultiWriteResult>, zk::MultiWriteError>;
 
+/// Whether a client's session still serves this instance's writes (`ZkSession::serves`).
+pub(crate) type Serves = Arc<dyn Fn(&zk::Client) -> bool + Send + Sync>;
+
 pub(crate) struct Coalescer {
     shared: Arc<Shared>,
 }
@@ -60,6 +71,7 @@ struct Shared {
     state: Mutex<State>,
     /// Record writes in flight before others wait to share a `multi`; 0 never shares.
     limit: usize,
+    serves: Serves,
     access: ZkAccess,
     metrics: ZkMetrics,
 }
@@ -77,7 +89,7 @@ struct Entry {
     ops: Ops,
     /// Goes out in a `multi` of its own (it failed behind other writes).
     alone: bool,
-    reply: oneshot::Sender<Committed>,
+    reply: oneshot::Sender<Option<Committed>>,
 }
 
 impl Shared {
@@ -89,11 +101,17 @@ impl Shared {
 }
 
 impl Coalescer {
-    pub(crate) fn new(limit: usize, access: ZkAccess, metrics: ZkMetrics) -> Coalescer {
+    pub(crate) fn new(
+        limit: usize,
+        serves: Serves,
+        access: ZkAccess,
+        metrics: ZkMetrics,
+    ) -> Coalescer {
         Coalescer {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 limit,
+                serves,
                 access,
                 metrics,
             }),
@@ -101,18 +119,19 @@ impl Coalescer {
     }
 
     /// Commits `ops` on `client`'s session: at once and alone while a slot is free, else in
-    /// the next shared `multi`. `Err` when the operations cannot be staged: nothing was sent.
+    /// the next shared `multi`. `Ok(None)` when nothing was sent because the session no
+    /// longer serves (module doc); `Err` when the operations cannot be staged.
     pub(crate) async fn commit(
         &self,
         client: &zk::Client,
         ops: Ops,
-    ) -> Result<Committed, zk::Error> {
+    ) -> Result<Option<Committed>, zk::Error> {
         let shared = &self.shared;
         let mut writer = client.new_multi_writer();
         ops.stage(&mut writer, shared.access.acls())?;
         if shared.limit == 0 {
             shared.metrics.record_writes(1, false);
-            return Ok(writer.commit().await);
+            return Ok(Some(writer.commit().await));
         }
         let queued = {
             let mut state = shared.lock();
@@ -144,14 +163,13 @@ impl Coalescer {
             None => {
                 let _slot = Slot(shared);
                 shared.metrics.record_writes(1, false);
-                Ok(writer.commit().await)
+                Ok(Some(writer.commit().await))
             }
             Some(mut waiting) => {
-                Ok((&mut waiting.answer)
-                    .await
-                    .unwrap_or(Err(zk::MultiWriteError::RequestFailed {
-                        source: zk::Error::ClientClosed,
-                    })))
+                let gone = Err(zk::MultiWriteError::RequestFailed {
+                    source: zk::Error::ClientClosed,
+                });
+                Ok((&mut waiting.answer).await.unwrap_or(Some(gone)))
             }
         }
     }
@@ -175,7 +193,7 @@ impl Drop for Slot<'_> {
 struct Waiting {
     shared: Arc<Shared>,
     id: u64,
-    answer: oneshot::Receiver<Committed>,
+    answer: oneshot::Receiver<Option<Committed>>,
 }
 
 impl Drop for Waiting {
@@ -197,7 +215,20 @@ fn pump(shared: &Arc<Shared>, state: &mut State) {
         return;
     };
     while state.in_flight < shared.limit {
-        state.queue.retain(|entry| !entry.reply.is_closed());
+        // A write planned on a session that no longer serves (disconnected, or replaced by
+        // the stand-in or the primary) is not sent: nothing after its caller's next
+        // request on the serving session would be ordered behind it (module doc).
+        let queue = std::mem::take(&mut state.queue);
+        for entry in queue {
+            if entry.reply.is_closed() {
+                continue;
+            }
+            if (shared.serves)(&entry.client) {
+                state.queue.push_back(entry);
+            } else {
+                let _ = entry.reply.send(None);
+            }
+        }
         let candidates: Vec<Candidate> = state
             .queue
             .iter()
@@ -236,7 +267,6 @@ fn send(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle, batch: Vec<Entry
                 id: e.id,
                 client: e.client,
                 ops: e.ops.len(),
-                alone: e.alone,
                 reply: e.reply,
             };
             (write, e.ops)
@@ -279,8 +309,7 @@ struct Sent {
     id: u64,
     client: zk::Client,
     ops: usize,
-    alone: bool,
-    reply: oneshot::Sender<Committed>,
+    reply: oneshot::Sender<Option<Committed>>,
 }
 
 /// Gives each write of a shared `multi` its answer, or sends it again (module doc).
@@ -291,7 +320,7 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
             let mut results = results.into_iter();
             for write in sent {
                 let own = results.by_ref().take(write.ops).collect();
-                let _ = write.reply.send(Ok(own));
+                let _ = write.reply.send(Some(Ok(own)));
             }
         }
         Err(zk::MultiWriteError::OperationFailed { index, source }) => {
@@ -307,27 +336,25 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
                             index,
                             source: source.clone(),
                         };
-                        let _ = write.reply.send(Err(failed));
+                        let _ = write.reply.send(Some(Err(failed)));
                     }
-                    // Nothing of the multi was applied: it goes out again.
-                    Some(Verdict::Answer { .. }) => again.push(write.entry(ops, false)),
-                    Some(Verdict::Alone { write: failed }) => {
-                        again.push(write.entry(ops, failed == at))
-                    }
+                    // Nothing of the multi was applied: it goes out again, alone, so that
+                    // no write is held back twice by others failing behind it.
+                    Some(_) => again.push(write.entry(ops)),
                     // An index past the multi's operations: not knowing whose failure it
                     // is, every write reports the failure (its caller reads again).
                     None => {
                         let failed = zk::MultiWriteError::RequestFailed {
                             source: source.clone(),
                         };
-                        let _ = write.reply.send(Err(failed));
+                        let _ = write.reply.send(Some(Err(failed)));
                     }
                 }
             }
         }
         Err(failed @ zk::MultiWriteError::RequestFailed { .. }) => {
             for write in sent {
-                let _ = write.reply.send(Err(failed.clone()));
+                let _ = write.reply.send(Some(Err(failed.clone())));
             }
         }
     }
@@ -344,12 +371,12 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
 }
 
 impl Sent {
-    fn entry(self, ops: Ops, alone: bool) -> Entry {
+    fn entry(self, ops: Ops) -> Entry {
         Entry {
             id: self.id,
             client: self.client,
             ops,
-            alone: self.alone || alone,
+            alone: true,
             reply: self.reply,
         }
     }

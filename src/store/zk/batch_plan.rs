@@ -61,9 +61,10 @@ pub(super) fn pick(queue: &[Candidate]) -> Vec<usize> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
     /// Write `write` failed on the real state: its answer is the failure, at `index` of
-    /// its own operations. The others go out again.
+    /// its own operations. The others go out again, each alone.
     Answer { write: usize, index: usize },
-    /// Write `write` failed behind others: it goes out again alone, the others again.
+    /// Write `write` failed behind others, perhaps only because of them: nobody is
+    /// answered, and every write goes out again, each alone.
     Alone { write: usize },
 }
 

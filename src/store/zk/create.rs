@@ -67,7 +67,10 @@ impl ZkStore {
         let mut ops = Ops::default();
         ops.delete(path.clone(), Some(version.number));
         ops.create_record(path, record.encode());
-        match self.commit_ops(&client, ops, deadline).await? {
+        let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
+        match answer {
             Err(zk::MultiWriteError::OperationFailed { source, .. }) => match source {
                 zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {
                     Ok(WriteOutcome::Conflict)

@@ -87,16 +87,18 @@ impl ZkStore {
         );
         let lock_root = config.lock_root.trim_end_matches('/').to_owned();
         let state_root = config.state_root.trim_end_matches('/').to_owned();
+        let batch = batch::Coalescer::new(
+            config.writes_in_flight,
+            std::sync::Arc::new(session.serves()),
+            config.access.clone(),
+            config.metrics.clone(),
+        );
         ZkStore {
             feed: feed::Feed::start(session.clients(), lock_root.clone(), state_root.clone()),
             session,
             lock_root,
             state_root,
-            batch: batch::Coalescer::new(
-                config.writes_in_flight,
-                config.access.clone(),
-                config.metrics.clone(),
-            ),
+            batch,
             access: config.access,
             sealer: config.sealer,
             metrics: config.metrics,
@@ -256,7 +258,11 @@ impl LockStore for ZkStore {
                 .map_err(|e| self.write_failed(Err(e)))?;
             let mut ops = Ops::default();
             ops.create_record(path.clone(), data.clone());
-            match self.commit_ops(&client, ops, deadline).await? {
+            let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
+                // Planned on no particular version: it may go again on the serving session.
+                continue;
+            };
+            match answer {
                 Ok(results) => return written(&results, client.session_id().0),
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,

@@ -252,7 +252,10 @@ impl ZkStore {
                 None => ops.create_record(path.clone(), data.clone()),
             }
             ops.delete(self.waiter_path(name, waiter), None);
-            let failure = match self.commit_ops(&client, ops, deadline).await? {
+            let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
+                return Ok(HandOff::alone(WriteOutcome::Conflict));
+            };
+            let failure = match answer {
                 Ok(results) => {
                     let outcome = written(&results, client.session_id().0)?;
                     return Ok(HandOff {

@@ -140,6 +140,33 @@ impl ZkSession {
         client
     }
 
+    /// Whether a client's session still serves this instance's requests: connected, and
+    /// either the primary's or the stand-in's while the primary is disconnected, as
+    /// [`ZkSession::client`] would hand out now. The write coalescer asks this before it
+    /// sends a write that has waited.
+    pub fn serves(&self) -> impl Fn(&zk::Client) -> bool + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move |client: &zk::Client| {
+            if client.state() != zk::SessionState::SyncConnected {
+                return false;
+            }
+            let id = client.session_id().0;
+            let current = shared.current.borrow();
+            let Some(primary) = current.as_ref() else {
+                return false;
+            };
+            if primary.session_id().0 == id {
+                return true;
+            }
+            primary.state() == zk::SessionState::Disconnected
+                && shared
+                    .stand_in
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|stand_in| stand_in.session_id().0 == id)
+        }
+    }
+
     /// Whether `client` is the primary session's, the one waiter nodes must be made on.
     pub fn is_primary(&self, client: &zk::Client) -> bool {
         self.shared

@@ -33,13 +33,15 @@ impl ZkStore {
     }
 
     /// Sends a record write's operations, perhaps in a `multi` shared with other writes
-    /// (`batch.rs`), and waits for its own answer until `deadline`.
+    /// (`batch.rs`), and waits for its own answer until `deadline`. `None`: nothing was sent,
+    /// because the session the write was planned on no longer serves (a conflict, like
+    /// `client_for` finding another session).
     pub(super) async fn commit_ops(
         &self,
         client: &zk::Client,
         ops: Ops,
         deadline: Instant,
-    ) -> Result<Committed, StoreError> {
+    ) -> Result<Option<Committed>, StoreError> {
         match self
             .within(ZkOp::Multi, deadline, self.batch.commit(client, ops))
             .await
@@ -57,7 +59,10 @@ impl ZkStore {
         ops: Ops,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        match self.commit_ops(client, ops, deadline).await? {
+        let Some(answer) = self.commit_ops(client, ops, deadline).await? else {
+            return Ok(WriteOutcome::Conflict);
+        };
+        match answer {
             Ok(results) => written(&results, client.session_id().0),
             Err(zk::MultiWriteError::OperationFailed {
                 source: zk::Error::BadVersion | zk::Error::NoNode,
