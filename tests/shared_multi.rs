@@ -106,6 +106,15 @@ async fn ready(store: &ZkStore) {
     assert!(written(&warm), "{warm:?}");
 }
 
+/// A store through a fault proxy of its own, reaching ZooKeeper and with its lock root made.
+async fn ready_store() -> (Proxy, Metrics, Arc<ZkStore>) {
+    let proxy = proxy();
+    let metrics = Metrics::new();
+    let store = Arc::new(store_via(&proxy, &metrics));
+    ready(&store).await;
+    (proxy, metrics, store)
+}
+
 fn written(outcome: &Result<WriteOutcome, StoreError>) -> bool {
     matches!(outcome, Ok(WriteOutcome::Written { .. }))
 }
@@ -114,10 +123,7 @@ fn written(outcome: &Result<WriteOutcome, StoreError>) -> bool {
 /// same state, grant it once, and every write of its own lock lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_queued_together_keep_their_own_conditions() {
-    let proxy = proxy();
-    let metrics = Metrics::new();
-    let store = Arc::new(store_via(&proxy, &metrics));
-    ready(&store).await;
+    let (proxy, metrics, store) = ready_store().await;
     proxy.set_mode(Mode::DelayReplies(Duration::from_millis(300)));
     let slow = occupy_the_slot(&store, &metrics, "slot").await;
     let mut tasks = Vec::new();
@@ -197,10 +203,7 @@ async fn writes_queued_together_keep_their_own_conditions() {
 /// multi or a later one, lands, and the withdrawn ones never do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_stopped_waiting_is_never_sent() {
-    let proxy = proxy();
-    let metrics = Metrics::new();
-    let store = Arc::new(store_via(&proxy, &metrics));
-    ready(&store).await;
+    let (proxy, metrics, store) = ready_store().await;
     // Long enough that the slot stays taken until both withdrawn writes are done with.
     proxy.set_mode(Mode::DelayReplies(Duration::from_millis(2_000)));
     let slow = occupy_the_slot(&store, &metrics, "slot").await;
@@ -362,10 +365,7 @@ async fn a_lost_answer_to_a_shared_multi_is_settled_for_each_write() {
 /// record is still at the version that write was planned on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_write_is_not_sent_on_a_session_that_no_longer_serves() {
-    let proxy = proxy();
-    let metrics = Metrics::new();
-    let store = Arc::new(store_via(&proxy, &metrics));
-    ready(&store).await;
+    let (proxy, metrics, store) = ready_store().await;
     let target = name("target");
     let created = store
         .create(&target, &marked(1), Instant::now() + WAIT)

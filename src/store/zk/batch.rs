@@ -87,8 +87,8 @@ struct Entry {
     id: u64,
     client: zk::Client,
     ops: Ops,
-    /// Goes out in a `multi` of its own (it failed behind other writes).
-    alone: bool,
+    /// What `pick` looks at, worked out once when the write is queued.
+    plan: Candidate,
     reply: oneshot::Sender<Option<Committed>>,
 }
 
@@ -142,16 +142,21 @@ impl Coalescer {
                 let (reply, answer) = oneshot::channel();
                 let id = state.next_id;
                 state.next_id += 1;
-                let client = client.clone();
+                let plan = Candidate {
+                    session: client.session_id().0,
+                    ops: ops.len(),
+                    bytes: ops.bytes(),
+                    alone: false,
+                    nodes: ops.paths().map(node_key).collect(),
+                };
                 state.queue.push_back(Entry {
                     id,
-                    client,
+                    client: client.clone(),
                     ops,
-                    alone: false,
+                    plan,
                     reply,
                 });
                 pump(shared, &mut state);
-                shared.metrics.writes_waiting(state.queue.len());
                 Some(Waiting {
                     shared: shared.clone(),
                     id,
@@ -183,7 +188,6 @@ impl Drop for Slot<'_> {
         let mut state = self.0.lock();
         state.in_flight -= 1;
         pump(self.0, &mut state);
-        self.0.metrics.writes_waiting(state.queue.len());
     }
 }
 
@@ -207,13 +211,18 @@ impl Drop for Waiting {
     }
 }
 
-/// Sends shared `multi`s while slots are free. Called with the state locked.
+/// Sends shared `multi`s while slots are free, and updates the gauge of waiting writes.
+/// Called with the state locked.
 fn pump(shared: &Arc<Shared>, state: &mut State) {
     // Outside a runtime (a caller dropped while everything shuts down) no answer could be
     // awaited: nothing is sent, and the waiting writes are withdrawn as their callers go.
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        send_while_free(shared, state, &runtime);
+    }
+    shared.metrics.writes_waiting(state.queue.len());
+}
+
+fn send_while_free(shared: &Arc<Shared>, state: &mut State, runtime: &tokio::runtime::Handle) {
     while state.in_flight < shared.limit {
         // A write planned on a session that no longer serves (disconnected, or replaced by
         // the stand-in or the primary) is not sent: nothing after its caller's next
@@ -229,17 +238,7 @@ fn pump(shared: &Arc<Shared>, state: &mut State) {
                 let _ = entry.reply.send(None);
             }
         }
-        let candidates: Vec<Candidate> = state
-            .queue
-            .iter()
-            .map(|e| Candidate {
-                session: e.client.session_id().0,
-                ops: e.ops.len(),
-                bytes: e.ops.bytes(),
-                alone: e.alone,
-                nodes: e.ops.paths().map(node_key).collect(),
-            })
-            .collect();
+        let candidates: Vec<&Candidate> = state.queue.iter().map(|e| &e.plan).collect();
         let picked = pick(&candidates);
         if picked.is_empty() {
             return;
@@ -252,7 +251,7 @@ fn pump(shared: &Arc<Shared>, state: &mut State) {
             .collect();
         batch.reverse();
         state.in_flight += 1;
-        send(shared, &runtime, batch);
+        send(shared, runtime, batch);
     }
 }
 
@@ -260,30 +259,18 @@ fn pump(shared: &Arc<Shared>, state: &mut State) {
 /// answer is awaited and shared out by a task.
 fn send(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle, batch: Vec<Entry>) {
     let client = batch[0].client.clone();
-    let (sent, writes): (Vec<Sent>, Vec<Ops>) = batch
-        .into_iter()
-        .map(|e| {
-            let write = Sent {
-                id: e.id,
-                client: e.client,
-                ops: e.ops.len(),
-                reply: e.reply,
-            };
-            (write, e.ops)
-        })
-        .unzip();
-    shared.metrics.record_writes(writes.len(), writes.len() > 1);
+    shared.metrics.record_writes(batch.len(), batch.len() > 1);
     let staging = shared.clone();
     let mut commit = Box::pin(async move {
         let mut writer = client.new_multi_writer();
-        let staged = writes
+        let staged = batch
             .iter()
-            .try_for_each(|ops| ops.stage(&mut writer, staging.access.acls()));
+            .try_for_each(|entry| entry.ops.stage(&mut writer, staging.access.acls()));
         let answer = match staged {
             Ok(()) => writer.commit().await,
             Err(source) => Err(zk::MultiWriteError::RequestFailed { source }),
         };
-        (writes, answer)
+        (batch, answer)
     });
     // The first poll stages the operations and puts the request in the session's outbox;
     // the task then only waits for the answer (each poll registers its own waker).
@@ -296,37 +283,29 @@ fn send(shared: &Arc<Shared>, runtime: &tokio::runtime::Handle, batch: Vec<Entry
     };
     let shared = shared.clone();
     runtime.spawn(async move {
-        let (writes, answer) = match early {
+        let (batch, answer) = match early {
             Some(done) => done,
             None => commit.await,
         };
-        share_out(&shared, sent, writes, answer);
+        share_out(&shared, batch, answer);
     });
 }
 
-/// A sent write, apart from its operations.
-struct Sent {
-    id: u64,
-    client: zk::Client,
-    ops: usize,
-    reply: oneshot::Sender<Option<Committed>>,
-}
-
 /// Gives each write of a shared `multi` its answer, or sends it again (module doc).
-fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Committed) {
+fn share_out(shared: &Arc<Shared>, batch: Vec<Entry>, answer: Committed) {
     let mut again = Vec::new();
     match answer {
         Ok(results) => {
             let mut results = results.into_iter();
-            for write in sent {
-                let own = results.by_ref().take(write.ops).collect();
+            for write in batch {
+                let own = results.by_ref().take(write.plan.ops).collect();
                 let _ = write.reply.send(Some(Ok(own)));
             }
         }
         Err(zk::MultiWriteError::OperationFailed { index, source }) => {
-            let sizes: Vec<usize> = sent.iter().map(|w| w.ops).collect();
+            let sizes: Vec<usize> = batch.iter().map(|w| w.plan.ops).collect();
             let verdict = judge(&sizes, index);
-            for (at, (write, ops)) in sent.into_iter().zip(writes).enumerate() {
+            for (at, mut write) in batch.into_iter().enumerate() {
                 match verdict {
                     Some(Verdict::Answer {
                         write: failed,
@@ -340,7 +319,10 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
                     }
                     // Nothing of the multi was applied: it goes out again, alone, so that
                     // no write is held back twice by others failing behind it.
-                    Some(_) => again.push(write.entry(ops)),
+                    Some(_) => {
+                        write.plan.alone = true;
+                        again.push(write);
+                    }
                     // An index past the multi's operations: not knowing whose failure it
                     // is, every write reports the failure (its caller reads again).
                     None => {
@@ -353,7 +335,7 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
             }
         }
         Err(failed @ zk::MultiWriteError::RequestFailed { .. }) => {
-            for write in sent {
+            for write in batch {
                 let _ = write.reply.send(Some(Err(failed.clone())));
             }
         }
@@ -367,17 +349,4 @@ fn share_out(shared: &Arc<Shared>, sent: Vec<Sent>, writes: Vec<Ops>, answer: Co
         }
     }
     pump(shared, &mut state);
-    shared.metrics.writes_waiting(state.queue.len());
-}
-
-impl Sent {
-    fn entry(self, ops: Ops) -> Entry {
-        Entry {
-            id: self.id,
-            client: self.client,
-            ops,
-            alone: true,
-            reply: self.reply,
-        }
-    }
 }

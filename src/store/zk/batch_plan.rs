@@ -1,6 +1,8 @@
 //! The write coalescer's decisions, apart from its I/O (`batch.rs`): which queued writes
 //! the next shared `multi` carries, and what a failed shared `multi` means for each write.
 
+use std::borrow::Borrow;
+
 /// At most this many operations, and about this many bytes, in one shared `multi` (far
 /// below ZooKeeper's 1 MB request limit).
 pub(super) const MAX_OPS: usize = 128;
@@ -32,8 +34,8 @@ pub(super) fn node_key(path: &str) -> u64 {
 /// write in the `multi` touches waits for the next one: it was planned without that
 /// write's effect, so it would most likely fail behind it and fail the whole `multi`; at
 /// the head of the next one it is judged on the real state.
-pub(super) fn pick(queue: &[Candidate]) -> Vec<usize> {
-    let Some(first) = queue.first() else {
+pub(super) fn pick<C: Borrow<Candidate>>(queue: &[C]) -> Vec<usize> {
+    let Some(first) = queue.first().map(Borrow::borrow) else {
         return Vec::new();
     };
     let mut picked = vec![0];
@@ -42,7 +44,7 @@ pub(super) fn pick(queue: &[Candidate]) -> Vec<usize> {
     }
     let (mut ops, mut bytes) = (first.ops, first.bytes);
     let mut nodes: std::collections::HashSet<u64> = first.nodes.iter().copied().collect();
-    for (at, c) in queue.iter().enumerate().skip(1) {
+    for (at, c) in queue.iter().map(Borrow::borrow).enumerate().skip(1) {
         if c.alone || c.session != first.session || c.nodes.iter().any(|n| nodes.contains(n)) {
             continue;
         }

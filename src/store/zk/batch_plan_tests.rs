@@ -26,7 +26,7 @@ fn on(node: u64, candidate: Candidate) -> Candidate {
 
 #[test]
 fn nothing_queued_picks_nothing() {
-    assert!(pick(&[]).is_empty());
+    assert!(pick::<Candidate>(&[]).is_empty());
 }
 
 #[test]
