@@ -19,8 +19,7 @@ use common::{eventually, unique_root, zk, Service};
 use lockwarden::metrics::{Format, Metrics};
 use lockwarden::model::LockName;
 use lockwarden::record::LockRecord;
-use lockwarden::seal::Sealer;
-use lockwarden::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
+use lockwarden::store::zk::ZkStore;
 use lockwarden::store::{LockStore, StoreError, WriteOutcome};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -36,17 +35,7 @@ fn series(metrics: &str, name: &str) -> u64 {
 
 /// A store on the shared ZooKeeper through `proxy`, sharing multis past one write in flight.
 fn store_via(proxy: &Proxy, metrics: &Metrics) -> ZkStore {
-    let root = unique_root();
-    ZkStore::new(ZkConfig {
-        connect: proxy.connect_string(),
-        lock_root: format!("{root}/locks"),
-        state_root: format!("{root}/state"),
-        session_timeout: Duration::from_secs(10),
-        access: ZkAccess::open(),
-        sealer: Sealer::new(None),
-        metrics: metrics.zookeeper(),
-        writes_in_flight: 1,
-    })
+    zk::store_at(proxy.connect_string(), metrics, 1)
 }
 
 fn proxy() -> Proxy {

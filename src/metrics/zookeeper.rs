@@ -17,6 +17,8 @@ label_values!(
     ZkOp {
         GetData = "get_data",
         GetChildren = "get_children",
+        /// A read-only transaction: a record and its queue in one request.
+        MultiRead = "multi_read",
         /// `exists`, with or without a watch.
         Exists = "exists",
         Create = "create",

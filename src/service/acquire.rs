@@ -15,7 +15,7 @@ use super::waiting::Cancelled;
 use super::AcquireOutcome;
 use super::{
     refused, snapshot, token_of, Granted, Immediate, LockService, Put, Read, Refusal, ServiceError,
-    MAX_ROUNDS,
+    WaitBasis, MAX_ROUNDS,
 };
 use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
 use crate::metrics::WaitOutcome;
@@ -63,7 +63,7 @@ impl LockService {
                 );
             match immediate {
                 Immediate::Done(outcome) => return outcome,
-                Immediate::MustWait(read) => must_wait = Some(read),
+                Immediate::MustWait(basis) => must_wait = Some(basis),
             }
         }
         let (sender, receiver) = match &request.request_id {
@@ -84,7 +84,7 @@ impl LockService {
             let listeners = sender.clone();
             let cancelled: Cancelled = Box::pin(async move { listeners.closed().await });
             let immediate = match must_wait {
-                Some(read) => Immediate::MustWait(read),
+                Some(basis) => Immediate::MustWait(basis),
                 None => {
                     service
                         .acquire_now(&name, &request, new_lease, &mut false)
@@ -93,9 +93,9 @@ impl LockService {
             };
             let outcome = match immediate {
                 Immediate::Done(outcome) => outcome,
-                Immediate::MustWait(read) => {
+                Immediate::MustWait(basis) => {
                     let outcome = service
-                        .wait_in_queue(&name, &request, new_lease, received, read, cancelled)
+                        .wait_in_queue(&name, &request, new_lease, received, basis, cancelled)
                         .await;
                     let waited = match &outcome {
                         Ok(_) => Some(WaitOutcome::Granted),
@@ -190,9 +190,19 @@ impl LockService {
         // Not while callers wait here: a lock they are about to take must not be taken past
         // them by a caller who never queued (the record may not say yet that they wait).
         let optimistic = request.lease_id.is_none() && !self.local.any(name);
-        let mut first = optimistic.then(|| self.cache.get(name));
+        // While callers of this instance wait for the lock, a caller willing to wait nearly
+        // always waits too, and the record this instance wrote last is enough to decide that
+        // much: it decides again on a fresh read once it has joined, where the lock is
+        // granted to it if it turns out free for it (the engine refuses such a caller only
+        // for a retry or a renewal, which the record as it is decides).
+        let waits_behind = !optimistic
+            && request.lease_id.is_none()
+            && request.request_id.is_none()
+            && request.waiting_ms.is_some_and(|ms| ms > 0);
+        let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
+            let mut only_to_wait = false;
             let Read {
                 stored,
                 record,
@@ -200,7 +210,11 @@ impl LockService {
                 cached,
                 ..
             } = match first.take() {
-                Some(None) => Read {
+                Some(Some((record, version, rest))) if waits_behind => {
+                    only_to_wait = true;
+                    Read::remembered(record, version, rest)
+                }
+                Some(None) if optimistic => Read {
                     stored: None,
                     record: LockRecord::default(),
                     queue: Vec::new(),
@@ -208,7 +222,8 @@ impl LockService {
                     queue_remembered: false,
                 },
                 Some(Some((record, version, _)))
-                    if record.holder.is_none()
+                    if optimistic
+                        && record.holder.is_none()
                         && record.requestor.is_none()
                         && record.queued.is_none() =>
                 {
@@ -234,6 +249,10 @@ impl LockService {
                 self.clock(now),
                 new_lease,
             ) {
+                AcquireDecision::Wait if only_to_wait => {
+                    return Ok(Immediate::MustWait(WaitBasis::Remembered))
+                }
+                _ if only_to_wait => continue,
                 // A decision not to write is only made on a fresh read.
                 AcquireDecision::AlreadyGranted { .. }
                 | AcquireDecision::Refuse(_)
@@ -269,7 +288,7 @@ impl LockService {
                         now,
                     )))
                 }
-                AcquireDecision::Wait => return Ok(Immediate::MustWait(stored)),
+                AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
                 AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
                 AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
             };

@@ -2,7 +2,10 @@
 //!
 //! - the records it wrote last, with their versions: a release or renew can write
 //!   conditionally on that version straight away. A stale entry costs one failed write and a
-//!   read, nothing more, because every write names the version it expects.
+//!   read, nothing more, because every write names the version it expects. While callers of
+//!   this instance wait for a lock, a new caller willing to wait decides on it that it waits
+//!   too (`acquire`); it decides again on a fresh read once it has joined, so a stale entry
+//!   costs it a queue entry and a hand-off where a grant would have done.
 //! - after a hand-off, the rest of the queue as read for it: the next release hands the lock
 //!   to the head of that rest without reading the queue again, when the record says nobody
 //!   who could come before it has joined since (see `engine::announce_waiter`). A waiter in

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use super::cache::Notice;
 use super::group_commit::Carried;
-use super::{LockService, Put, Read, ServiceError};
+use super::{LockService, Put, Read, ServiceError, WaitBasis};
 use crate::engine;
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
-use crate::store::{StoreError, Stored};
+use crate::store::Stored;
 use crate::waiter::{Ticket, Waiter};
 
 impl LockService {
@@ -51,12 +51,25 @@ impl LockService {
     }
 
     /// Joins `name`'s queue: in the transaction of this instance's next hand-off of the
-    /// lock when one comes soon (see `group_commit`), or else on its own.
+    /// lock when one comes soon (see `group_commit`), or else on its own. The record is
+    /// marked first (`mark_queued`), on what the decision to wait was made on; a decision
+    /// made on the record this instance remembers (`WaitBasis::Remembered`) marks it on a
+    /// fresh read, and only if the call joins on its own: a hand-off that carries its entry
+    /// is conditional on the version it writes over, and carries the caller's priority in
+    /// its own mark (`engine::queued_with`).
     pub(super) async fn join(
         &self,
         name: &LockName,
         ticket: &Ticket,
-    ) -> Result<Waiter, StoreError> {
+        basis: WaitBasis,
+    ) -> Result<Waiter, ServiceError> {
+        let remembered = match basis {
+            WaitBasis::Read(read) => {
+                self.mark_queued(name, ticket.priority, read).await?;
+                false
+            }
+            WaitBasis::Remembered => true,
+        };
         if let Some(seat) = self.joins.offer(name, ticket) {
             let carried = seat.wait().await;
             // Counted from here: the wait for a hand-off may have taken most of a timeout.
@@ -79,8 +92,11 @@ impl LockService {
                 Carried::Not => {}
             }
         }
+        if remembered {
+            self.mark_queued(name, ticket.priority, None).await?;
+        }
         self.metrics.queue_joins.at(JoinedBy::Alone).inc();
-        self.store.enqueue(name, ticket, self.deadline()).await
+        Ok(self.store.enqueue(name, ticket, self.deadline()).await?)
     }
 
     /// When a release on this instance is handing the lock to the waiter `ahead` (on this
@@ -124,15 +140,6 @@ impl LockService {
             return None;
         }
         self.metrics.queue_reads_saved.inc();
-        Some(Read {
-            stored: Some(Stored {
-                record: record.clone(),
-                version,
-            }),
-            record,
-            queue: rest,
-            cached: true,
-            queue_remembered: true,
-        })
+        Some(Read::remembered(record, version, rest))
     }
 }

@@ -13,6 +13,7 @@ use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{ListQuery, LockStore, StoreError, Stored, Version};
 use crate::waiter::Waiter;
+use reading::Read;
 
 mod acquire;
 mod cache;
@@ -24,6 +25,7 @@ mod joining;
 mod leaving;
 mod outcome;
 pub mod queue_view;
+mod reading;
 mod release;
 mod replies;
 mod waiting;
@@ -97,9 +99,18 @@ pub type AcquireOutcome = Result<Granted, ServiceError>;
 #[allow(clippy::large_enum_variant)]
 enum Immediate {
     Done(AcquireOutcome),
-    /// The caller must join the lock's queue (to wait, or to preempt); the record as read
-    /// for that decision, which also decides whether joining must mark the record.
-    MustWait(Option<Stored>),
+    /// The caller must join the lock's queue (to wait, or to preempt).
+    MustWait(WaitBasis),
+}
+
+/// What the decision to wait was made on. (Not boxed for the reason `Immediate` is not.)
+#[allow(clippy::large_enum_variant)]
+enum WaitBasis {
+    /// The record as read, which also decides whether joining must mark the record.
+    Read(Option<Stored>),
+    /// The record this instance wrote last, not read again: whether it is current is
+    /// known only once a hand-off conditional on it lands (see `group_commit`).
+    Remembered,
 }
 
 pub struct LockService {
@@ -141,18 +152,6 @@ enum Put {
     Landed(Box<LockRecord>, Version),
     Raced,
     NestedLocks,
-}
-
-/// A record, and the queue when it was worth reading.
-struct Read {
-    stored: Option<Stored>,
-    record: LockRecord,
-    queue: Vec<Waiter>,
-    /// Taken from this instance's cache, not read: trust it only for a conditional write.
-    cached: bool,
-    /// The queue is the one remembered from this instance's last hand-off, not read: callers
-    /// may have joined behind it since.
-    queue_remembered: bool,
 }
 
 fn snapshot(
@@ -246,75 +245,6 @@ impl LockService {
             now,
             max_skew_ms: self.max_clock_skew_ms,
         }
-    }
-
-    /// Reads the record, and the queue too when it can matter: when the record exists and is
-    /// not simply held (a free or expired lock goes to waiters first), or names a requestor.
-    async fn read(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-        now: UnixMillis,
-        always_queue: bool,
-    ) -> Result<Read, ServiceError> {
-        let stored = self.store.read(name, deadline).await?;
-        let record = stored
-            .as_ref()
-            .map(|s| s.record.clone())
-            .unwrap_or_default();
-        let worth_it = stored.is_some()
-            && (engine::live_holder(&record, now).is_none() || record.requestor.is_some());
-        let queue = if always_queue || worth_it {
-            self.store.queue(name, deadline).await?
-        } else {
-            Vec::new()
-        };
-        Ok(Read {
-            stored,
-            record,
-            queue,
-            cached: false,
-            queue_remembered: false,
-        })
-    }
-
-    /// The record this instance wrote last, if it has it, else a fresh read. The queue is
-    /// read only when the record says callers may wait, and not even then when this instance
-    /// remembers the queue behind the record and nobody who could come first has joined
-    /// since: the record would name a higher priority than the remembered head's.
-    async fn read_cached(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-        now: UnixMillis,
-        use_cache: bool,
-    ) -> Result<Read, ServiceError> {
-        let Some((record, version, rest)) = self.cache.get(name).filter(|_| use_cache) else {
-            return self.read(name, deadline, now, true).await;
-        };
-        let remembered = record.requestor.is_none()
-            && rest
-                .first()
-                .is_some_and(|head| record.queued == Some(head.priority));
-        let queue = if remembered {
-            self.metrics.queue_reads_saved.inc();
-            rest
-        } else if record.queued.is_some() || record.requestor.is_some() {
-            self.store.queue(name, deadline).await?
-        } else {
-            Vec::new()
-        };
-        let stored = Some(Stored {
-            record: record.clone(),
-            version,
-        });
-        Ok(Read {
-            stored,
-            record,
-            queue,
-            cached: true,
-            queue_remembered: remembered,
-        })
     }
 
     fn emit(&self, kind: EventKind, name: &LockName, record: &LockRecord, caused_at: Instant) {

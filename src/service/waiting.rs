@@ -13,13 +13,13 @@ use super::cache::Notice;
 use super::events::{AcquireAudit, EventKind};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
-    ServiceError,
+    ServiceError, WaitBasis,
 };
 use crate::engine::{self, AcquireRequest, WaitDecision, WaitFailure, Watch};
 use crate::metrics::{WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Stored, Version, Wake, WriteOutcome};
+use crate::store::{Version, Wake, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Resolves when nobody awaits the call's outcome any more.
@@ -71,7 +71,7 @@ impl LockService {
         request: &AcquireRequest,
         new_lease: crate::model::LeaseId,
         received: Instant,
-        read: Option<Stored>,
+        basis: WaitBasis,
         mut cancelled: Cancelled,
     ) -> AcquireOutcome {
         let Ok(_waiting) = self.waiting_calls.clone().try_acquire_owned() else {
@@ -84,12 +84,11 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
-        self.mark_queued(name, ticket.priority, read).await?;
-        let me = match self.join(name, &ticket).await {
+        let me = match self.join(name, &ticket, basis).await {
             Ok(me) => me,
             Err(error) => {
                 self.sweep_later(name, None, &ticket);
-                return Err(error.into());
+                return Err(error);
             }
         };
         let (mut handed, _registered) = self.local.register(name, &me.id, &ticket);

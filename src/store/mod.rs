@@ -161,6 +161,16 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// The lock's queue, in service order (priority descending, then arrival).
     async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
+    /// The record and the queue together. ZooKeeper reads both in one request (a read-only
+    /// `multi`), so they show one state of the store and cost one trip through its pipeline.
+    async fn read_with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        let stored = self.read(name, deadline).await?;
+        Ok((stored, self.queue(name, deadline).await?))
+    }
     /// Joins the queue. The entry lives as long as this instance's store session. If an
     /// entry with the ticket's key exists already (a retry), that entry is returned.
     async fn enqueue(

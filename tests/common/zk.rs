@@ -277,3 +277,23 @@ pub fn shared() -> &'static ZkServer {
     static SHARED: OnceLock<ZkServer> = OnceLock::new();
     SHARED.get_or_init(ZkServer::start)
 }
+
+/// A ZooKeeper store of lockwarden at `connect`, under a root of its own, with `metrics`.
+pub fn store_at(
+    connect: String,
+    metrics: &lockwarden::metrics::Metrics,
+    writes_in_flight: usize,
+) -> lockwarden::store::zk::ZkStore {
+    use lockwarden::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
+    let root = super::unique_root();
+    ZkStore::new(ZkConfig {
+        connect,
+        lock_root: format!("{root}/locks"),
+        state_root: format!("{root}/state"),
+        session_timeout: Duration::from_secs(10),
+        access: ZkAccess::open(),
+        sealer: lockwarden::seal::Sealer::new(None),
+        metrics: metrics.zookeeper(),
+        writes_in_flight,
+    })
+}

@@ -31,6 +31,7 @@ mod feed;
 mod list;
 pub(crate) mod ops;
 mod queue;
+mod read;
 mod session;
 mod write;
 
@@ -373,6 +374,14 @@ impl LockStore for ZkStore {
 
     async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
         self.read_queue(name, deadline).await
+    }
+
+    async fn read_with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        self.read_record_and_queue(name, deadline).await
     }
 
     async fn enqueue(

@@ -19,7 +19,7 @@ use crate::store::{HandOff, Joined, StoreError, Version, Wake, WriteOutcome};
 use crate::waiter::{sort_queue, Ticket, Waiter};
 
 impl ZkStore {
-    fn queue_dir(&self, name: &LockName) -> String {
+    pub(super) fn queue_dir(&self, name: &LockName) -> String {
         // '~' never occurs in a lock name, so this flattening is one-to-one.
         format!("{}/{}", self.state_root, name.as_str().replace('/', "~"))
     }

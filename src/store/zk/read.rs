@@ -1,0 +1,72 @@
+//! Reading a lock's record and its queue in one request: a read-only `multi` (ZooKeeper
+//! 3.6 and later). A waiter decides each round on both, and in a standalone server every
+//! request passes one ordered pipeline, so one request instead of two is one place less
+//! in that line for the hand-off `multi` behind it. The two reads also show one state of
+//! the store, which two separate reads do not promise.
+
+use std::time::Instant;
+
+use zookeeper_client as zk;
+
+use super::{stored, ZkStore};
+use crate::metrics::zookeeper::ZkOp;
+use crate::model::LockName;
+use crate::store::{StoreError, Stored};
+use crate::waiter::{sort_queue, Waiter};
+
+impl ZkStore {
+    pub(super) async fn read_record_and_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        let mut reader = client.new_multi_reader();
+        reader
+            .add_get_data(&self.path(name))
+            .and_then(|()| reader.add_get_children(&self.queue_dir(name)))
+            .map_err(|e| self.read_failed(Ok(e)))?;
+        let results = match self
+            .within(ZkOp::MultiRead, deadline, reader.commit())
+            .await
+        {
+            Ok(Ok(results)) => results,
+            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+            Err(e) => return Err(self.read_failed(Err(e))),
+        };
+        let session = client.session_id().0;
+        let mut results = results.into_iter();
+        let record = match results.next() {
+            Some(zk::MultiReadResult::Data { data, stat }) => {
+                Some(stored(&self.sealer, name, &data, &stat, session))
+            }
+            Some(zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            }) => None,
+            other => return Err(self.unexpected_answer(other)),
+        };
+        let children = match results.next() {
+            Some(zk::MultiReadResult::Children { children }) => children,
+            Some(zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            }) => Vec::new(),
+            other => return Err(self.unexpected_answer(other)),
+        };
+        let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
+        sort_queue(&mut queue);
+        Ok((record, queue))
+    }
+
+    /// An answer to a read-only `multi` that is neither what was asked nor `NoNode`: the
+    /// server's error for that read, or a malformed answer.
+    fn unexpected_answer(&self, answer: Option<zk::MultiReadResult>) -> StoreError {
+        let error = match answer {
+            Some(zk::MultiReadResult::Error { err }) => err,
+            _ => zk::Error::UnexpectedError("a read-only multi answered out of shape".into()),
+        };
+        self.read_failed(Ok(error))
+    }
+}
