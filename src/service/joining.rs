@@ -8,10 +8,10 @@ use std::time::Instant;
 use super::cache::Notice;
 use super::group_commit::Carried;
 use super::{LockService, Put, Read, ServiceError, WaitBasis};
-use crate::engine;
+use crate::engine::{self, Watch};
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
-use crate::store::Stored;
+use crate::store::{Stored, Wake};
 use crate::waiter::{Ticket, Waiter};
 
 impl LockService {
@@ -97,6 +97,30 @@ impl LockService {
         }
         self.metrics.queue_joins.at(JoinedBy::Alone).inc();
         Ok(self.store.enqueue(name, ticket, self.deadline()).await?)
+    }
+
+    /// When the waiter to watch is a call waiting on this instance too, waits in process
+    /// until that call ends (or until `until`) instead of watching its node in ZooKeeper;
+    /// `None` when it waits elsewhere. The two end together: its node goes when it is
+    /// handed the lock (it learns so in process, or through its own watch, and its call
+    /// ends), when it leaves (its call is ending), or with this instance's session (which
+    /// every call here then finds gone). Should its call end first and leave its node, the
+    /// next round reads the queue and watches the node in ZooKeeper.
+    pub(super) async fn behind_waiter_here(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        until: Instant,
+    ) -> Option<Wake> {
+        let Watch::Predecessor(ahead) = watch else {
+            return None;
+        };
+        let mut ahead = self.local.subscribe(name, ahead)?;
+        let ended = async { while ahead.changed().await.is_ok() {} };
+        Some(match tokio::time::timeout_at(until.into(), ended).await {
+            Ok(()) => Wake::Predecessor,
+            Err(_) => Wake::Timer,
+        })
     }
 
     /// When a release on this instance is handing the lock to the waiter `ahead` (on this

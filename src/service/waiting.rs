@@ -360,10 +360,11 @@ impl LockService {
                 "the queue entry vanished with its store session".into(),
             )),
             WaitDecision::Wait { until, watch } => {
-                let wake = self
-                    .store
-                    .wait_change(name, &watch, version, instant_at(until, now))
-                    .await?;
+                let until = instant_at(until, now);
+                let wake = match self.behind_waiter_here(name, &watch, until).await {
+                    Some(wake) => wake,
+                    None => self.store.wait_change(name, &watch, version, until).await?,
+                };
                 let cause = match wake {
                     Wake::Record => Wakeup::Record,
                     Wake::Predecessor => Wakeup::Predecessor,
@@ -371,7 +372,7 @@ impl LockService {
                 };
                 self.metrics.wakeups.at(cause).inc();
                 if let (Wake::Predecessor, Watch::Predecessor(ahead)) = (wake, &watch) {
-                    self.behind_local(name, ahead, instant_at(until, now)).await;
+                    self.behind_local(name, ahead, until).await;
                     state.predecessor_left = true;
                 }
                 Ok(Step::Again)

@@ -1,0 +1,123 @@
+//! A waiter whose predecessor in the queue waits on the same instance waits for that call to
+//! end in process, instead of watching its node in ZooKeeper (`behind_waiter_here` in
+//! `service::joining`). On a real ZooKeeper: a chain of waiters on one instance sets one
+//! `exists` watch per waiter at the head instead of one per waiter per move, and goes on
+//! when a waiter in the middle disconnects; and a waiter behind a local one goes on when a
+//! release on another instance hands the lock to the one ahead.
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, unique_root, zk, zk_args, Service};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn wait_for_waiters(svc: &Service, name: &str, n: u64) {
+    eventually(WAIT, &format!("{n} waiters on {name}"), || async {
+        svc.info(name).await["waiters"].as_u64() == Some(n)
+    })
+    .await;
+}
+
+async fn exists_requests(svc: &Service) -> u64 {
+    let series = "lockwarden_zookeeper_request_duration_seconds_count{operation=\"exists\"}";
+    svc.metrics()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+fn waiter(svc: &Arc<Service>, lock: &'static str, who: &str) -> JoinHandle<(StatusCode, Value)> {
+    let svc = svc.clone();
+    let body = json!({"owner": who, "lease_ms": 60_000, "waiting_ms": 30_000});
+    tokio::spawn(async move { svc.acquire(lock, body).await })
+}
+
+async fn granted(task: JoinHandle<(StatusCode, Value)>, who: &str) -> String {
+    let (status, body) = tokio::time::timeout(WAIT, task)
+        .await
+        .unwrap_or_else(|_| panic!("{who} was never granted the lock"))
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{who}: {body}");
+    assert_eq!(body["lock"]["owner"], who);
+    body["lease_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver() {
+    let svc = Arc::new(Service::zk().await);
+    let held = svc.must_acquire("chain", "holder", 60_000).await;
+    let before = exists_requests(&svc).await;
+    let first = waiter(&svc, "chain", "first");
+    wait_for_waiters(&svc, "chain", 1).await;
+    // This one's client gives up while it waits behind `first`.
+    let impatient = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(700))
+        .build()
+        .unwrap();
+    let leaver = impatient
+        .post(format!("{}/v1/locks/chain/acquire", svc.base))
+        .json(&json!({"owner": "leaver", "lease_ms": 60_000, "waiting_ms": 30_000}))
+        .send();
+    let leaver = tokio::spawn(leaver);
+    wait_for_waiters(&svc, "chain", 2).await;
+    let third = waiter(&svc, "chain", "third");
+    wait_for_waiters(&svc, "chain", 3).await;
+    let fourth = waiter(&svc, "chain", "fourth");
+    wait_for_waiters(&svc, "chain", 4).await;
+    assert!(
+        leaver.await.unwrap().is_err(),
+        "the leaver's client gave up"
+    );
+    wait_for_waiters(&svc, "chain", 3).await;
+
+    svc.release("chain", held["lease_id"].as_str().unwrap())
+        .await;
+    let lease = granted(first, "first").await;
+    svc.release("chain", &lease).await;
+    let lease = granted(third, "third").await;
+    svc.release("chain", &lease).await;
+    let lease = granted(fourth, "fourth").await;
+    svc.release("chain", &lease).await;
+
+    // Each waiter watched the record once it headed the queue; watching each predecessor's
+    // node as well (and again after the leaver went) would have made about twice as many.
+    let watches = exists_requests(&svc).await - before;
+    assert!(
+        (1..=4).contains(&watches),
+        "{watches} exists requests for the three waiters of a chain"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_local_one_goes_on_after_a_hand_off_made_elsewhere() {
+    let root = unique_root();
+    let a = Arc::new(Service::start(zk_args(zk::shared(), &root)).await);
+    let b = Service::start(zk_args(zk::shared(), &root)).await;
+    let held = b.must_acquire("across", "holder", 60_000).await;
+    let first = waiter(&a, "across", "first");
+    wait_for_waiters(&a, "across", 1).await;
+    let second = waiter(&a, "across", "second");
+    wait_for_waiters(&a, "across", 2).await;
+
+    // B hands the lock to A's first waiter, which learns it through its own watch; the
+    // second, waiting on it in process, goes on when its call ends.
+    let (status, released) = b
+        .release("across", held["lease_id"].as_str().unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    assert_eq!(released["lock"]["owner"], "first");
+    let lease = granted(first, "first").await;
+    let (status, released) = b.release("across", &lease).await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    assert_eq!(released["lock"]["owner"], "second");
+    granted(second, "second").await;
+}
