@@ -19,16 +19,28 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 const SCENARIO: Duration = Duration::from_secs(20);
 
+/// Runs the workload under `faults` and checks its history. An ensemble that takes most of
+/// the run to serve again (a ZooKeeper JVM restarting on a busy machine: 503s for 19 of
+/// 20 s once in CI) leaves too few grants to judge. Such a run is still checked in full,
+/// and the scenario then runs once more; only a second such run fails.
 async fn scenario(faults: &[Fault], seed: u64) {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let outcome = nemesis::run(faults, SCENARIO, seed, 16).await;
-    eprintln!("{faults:?} (seed {seed}):\n{}", outcome.summary());
-    assert!(
-        !outcome.injections.is_empty(),
-        "the nemesis injected nothing"
-    );
-    assert!(outcome.report.grants > 10, "too little happened to judge");
-    assert!(outcome.is_clean(), "{}", outcome.summary());
+    for attempt in 1..=2 {
+        let outcome = nemesis::run(faults, SCENARIO, seed, 16).await;
+        eprintln!(
+            "{faults:?} (seed {seed}, run {attempt}):\n{}",
+            outcome.summary()
+        );
+        assert!(
+            !outcome.injections.is_empty(),
+            "the nemesis injected nothing"
+        );
+        assert!(outcome.is_clean(), "{}", outcome.summary());
+        if outcome.report.grants > 10 {
+            return;
+        }
+    }
+    panic!("too little happened to judge, in two runs");
 }
 
 /// No other fault: one instance's clock runs 5 s ahead (seed 2) or behind (seed 3) of the

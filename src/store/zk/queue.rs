@@ -104,8 +104,11 @@ impl ZkStore {
                     });
                 }
                 Ok(Err(zk::Error::NoNode)) => self.create_queue_dir(&dir, deadline).await?,
-                // The answer was lost. Requests on a session are applied in order, so a
-                // listing sent now shows the node if the create landed.
+                // The answer was lost. Along one connection a session's requests are
+                // applied in order, so a listing sent now shows the node if the create
+                // landed. Across a reconnection it may not (the create can be applied after
+                // the listing): the call then has two entries, and its waiting removes the
+                // other (see `service::group_commit`).
                 _ => {
                     if let Some(existing) = mine(self.read_queue(name, deadline).await?) {
                         return Ok(existing);
