@@ -202,16 +202,14 @@ impl LockService {
         let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
-            let mut only_to_wait = false;
             let Read {
                 stored,
                 record,
                 queue,
                 cached,
-                ..
+                queue_remembered,
             } = match first.take() {
                 Some(Some((record, version, rest))) if waits_behind => {
-                    only_to_wait = true;
                     Read::remembered(record, version, rest)
                 }
                 Some(None) if optimistic => Read {
@@ -249,10 +247,11 @@ impl LockService {
                 self.clock(now),
                 new_lease,
             ) {
-                AcquireDecision::Wait if only_to_wait => {
+                // What is remembered only serves to wait: anything else is decided on a read.
+                AcquireDecision::Wait if queue_remembered => {
                     return Ok(Immediate::MustWait(WaitBasis::Remembered))
                 }
-                _ if only_to_wait => continue,
+                _ if queue_remembered => continue,
                 // A decision not to write is only made on a fresh read.
                 AcquireDecision::AlreadyGranted { .. }
                 | AcquireDecision::Refuse(_)

@@ -42,9 +42,7 @@ impl ZkStore {
             .read_node(ZkOp::GetChildren, deadline, client.list_children(&dir))
             .await?
             .unwrap_or_default();
-        let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
-        sort_queue(&mut queue);
-        Ok(queue)
+        Ok(queue_of(&children))
     }
 
     async fn create_queue_dir(&self, dir: &str, deadline: Instant) -> Result<(), StoreError> {
@@ -327,6 +325,14 @@ impl ZkStore {
             _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
         }
     }
+}
+
+/// A queue container's children as waiters, in service order; names that are not waiters
+/// are left out.
+pub(super) fn queue_of(children: &[String]) -> Vec<Waiter> {
+    let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
+    sort_queue(&mut queue);
+    queue
 }
 
 /// The entries a hand-off made for its `carried` joining callers, from the results of its

@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
+use super::queue::queue_of;
 use super::{stored, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::store::{StoreError, Stored};
-use crate::waiter::{sort_queue, Waiter};
+use crate::waiter::Waiter;
 
 impl ZkStore {
     pub(super) async fn read_record_and_queue(
@@ -29,14 +30,12 @@ impl ZkStore {
             .add_get_data(&self.path(name))
             .and_then(|()| reader.add_get_children(&self.queue_dir(name)))
             .map_err(|e| self.read_failed(Ok(e)))?;
-        let results = match self
-            .within(ZkOp::MultiRead, deadline, reader.commit())
-            .await
-        {
-            Ok(Ok(results)) => results,
-            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-            Err(e) => return Err(self.read_failed(Err(e))),
-        };
+        // Each read's absence is in its own result, so the request as a whole never
+        // answers `NoNode`; were it to, the empty answer is out of shape below.
+        let results = self
+            .read_node(ZkOp::MultiRead, deadline, reader.commit())
+            .await?
+            .unwrap_or_default();
         let session = client.session_id().0;
         let mut results = results.into_iter();
         let record = match results.next() {
@@ -55,9 +54,7 @@ impl ZkStore {
             }) => Vec::new(),
             other => return Err(self.unexpected_answer(other)),
         };
-        let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
-        sort_queue(&mut queue);
-        Ok((record, queue))
+        Ok((record, queue_of(&children)))
     }
 
     /// An answer to a read-only `multi` that is neither what was asked nor `NoNode`: the
