@@ -330,16 +330,26 @@ async fn recovery(cluster: &Cluster, within: Duration) -> Option<i64> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue 'again;
             };
+            // A release answered 503 (the ensemble still settling) leaves the probe held until
+            // its lease runs out, and then an expired record that the garbage check finds:
+            // retry until the service answers it.
             let release = serde_json::json!({"lease_id": granted["lease_id"]});
-            let _ = http
-                .post(format!(
-                    "{url}/v1/locks/{}/release",
-                    name.replace('/', "%2F")
-                ))
-                .json(&release)
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await;
+            loop {
+                let answer = http
+                    .post(format!(
+                        "{url}/v1/locks/{}/release",
+                        name.replace('/', "%2F")
+                    ))
+                    .json(&release)
+                    .timeout(Duration::from_secs(5))
+                    .send()
+                    .await;
+                let settled = answer.is_ok_and(|r| !r.status().is_server_error());
+                if settled || Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         return Some(now_ms());
     }
