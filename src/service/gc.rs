@@ -66,8 +66,9 @@ struct Item {
     tries: u32,
 }
 
-/// Items in the order they fall due, and when each name's fence is due (a name released
-/// again before its fence postpones it; the older entry is skipped).
+/// Items in the order they fall due, and when each name's fence is due. A name has at most
+/// one fence item queued: a name released again before its fence postpones it, and the
+/// item, when it comes up, goes back to wait for the later time.
 #[derive(Default)]
 struct Pending {
     due: VecDeque<Item>,
@@ -113,28 +114,64 @@ impl Collector {
     pub fn schedule(&self, name: &LockName) {
         let due = Instant::now() + self.delay;
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        push(&mut pending, due, name.clone(), Phase::Fence, 0);
+        push(&mut pending, due, name, Phase::Fence, 0);
     }
 }
 
-fn push(pending: &mut Pending, due: Instant, name: LockName, phase: Phase, tries: u32) {
+fn push(pending: &mut Pending, due: Instant, name: &LockName, phase: Phase, tries: u32) {
+    if phase == Phase::Fence {
+        // One fence item per name: a release of a name already scheduled only postpones
+        // its fence, so the queue grows with the names released, not with the releases.
+        if let Some(fence_due) = pending.fence_due.get_mut(name) {
+            *fence_due = (*fence_due).max(due);
+            return;
+        }
+    }
     if pending.due.len() >= MAX_PENDING {
         return;
     }
     if phase == Phase::Fence {
         pending.fence_due.insert(name.clone(), due);
     }
+    let item = Item {
+        due,
+        name: name.clone(),
+        phase,
+        tries,
+    };
     // Items are nearly always pushed in due order; keep the queue sorted when they are not.
-    let at = pending.due.partition_point(|item| item.due <= due);
-    pending.due.insert(
-        at,
-        Item {
-            due,
-            name,
-            phase,
-            tries,
-        },
-    );
+    if pending.due.back().is_none_or(|last| last.due <= due) {
+        pending.due.push_back(item);
+    } else {
+        let at = pending.due.partition_point(|queued| queued.due <= due);
+        pending.due.insert(at, item);
+    }
+}
+
+/// Takes the items due at `now`. A fence postponed since its item was queued goes back to
+/// wait for its new time.
+fn take_due(pending: &mut Pending, now: Instant) -> Vec<Item> {
+    let count = pending.due.partition_point(|item| item.due <= now);
+    let drained: Vec<Item> = pending.due.drain(..count).collect();
+    let mut ready = Vec::with_capacity(drained.len());
+    for item in drained {
+        if item.phase != Phase::Fence {
+            ready.push(item);
+            continue;
+        }
+        match pending.fence_due.get(&item.name).copied() {
+            Some(due) if due > item.due => {
+                pending.fence_due.remove(&item.name);
+                push(pending, due, &item.name, Phase::Fence, item.tries);
+            }
+            Some(_) => {
+                pending.fence_due.remove(&item.name);
+                ready.push(item);
+            }
+            None => {}
+        }
+    }
+    ready
 }
 
 async fn collect(pending: Weak<Shared>, store: Arc<dyn LockStore>, timing: GcTiming) {
@@ -144,29 +181,12 @@ async fn collect(pending: Weak<Shared>, store: Arc<dyn LockStore>, timing: GcTim
             return;
         };
         let now = Instant::now();
-        let ready: Vec<Item> = {
-            let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
-            let count = pending.due.partition_point(|item| item.due <= now);
-            let drained: Vec<Item> = pending.due.drain(..count).collect();
-            drained
-                .into_iter()
-                .filter(|item| match item.phase {
-                    Phase::Fence => {
-                        if pending.fence_due.get(&item.name) != Some(&item.due) {
-                            return false;
-                        }
-                        pending.fence_due.remove(&item.name);
-                        true
-                    }
-                    Phase::Delete { .. } => true,
-                })
-                .collect()
-        };
+        let ready = take_due(&mut shared.lock().unwrap_or_else(|e| e.into_inner()), now);
         for item in ready {
             let next = run(store.as_ref(), &item, timing).await;
             if let Some((due, phase, tries)) = next {
                 let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
-                push(&mut pending, due, item.name, phase, tries);
+                push(&mut pending, due, &item.name, phase, tries);
             }
         }
     }
@@ -216,7 +236,7 @@ async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Resu
             let mut pending = shared.lock().unwrap_or_else(|e| e.into_inner());
             for (name, _) in &page.locks {
                 if !pending.fence_due.contains_key(name) {
-                    push(&mut pending, due, name.clone(), Phase::Fence, 0);
+                    push(&mut pending, due, name, Phase::Fence, 0);
                 }
             }
         }

@@ -121,3 +121,57 @@ async fn a_record_reused_before_either_phase_stays() {
     assert!(version_of(&store, &early).await.is_some());
     assert!(version_of(&store, &late).await.is_some());
 }
+
+#[test]
+fn a_name_released_again_and_again_has_one_fence_queued() {
+    let mut pending = Pending::default();
+    let (busy, other) = (
+        LockName::parse("gc/busy").unwrap(),
+        LockName::parse("gc/other").unwrap(),
+    );
+    let start = Instant::now();
+    for i in 0..1_000 {
+        push(
+            &mut pending,
+            start + DELAY + Duration::from_millis(i),
+            &busy,
+            Phase::Fence,
+            0,
+        );
+    }
+    push(&mut pending, start + DELAY, &other, Phase::Fence, 0);
+    assert_eq!(pending.due.len(), 2, "one item per name, not per release");
+    assert_eq!(
+        pending.fence_due.get(&busy),
+        Some(&(start + DELAY + Duration::from_millis(999)))
+    );
+    // Still in due order.
+    assert!(pending
+        .due
+        .iter()
+        .zip(pending.due.iter().skip(1))
+        .all(|(a, b)| a.due <= b.due));
+}
+
+#[test]
+fn a_postponed_fence_comes_up_a_delay_after_the_last_release() {
+    let mut pending = Pending::default();
+    let name = LockName::parse("gc/postponed").unwrap();
+    let start = Instant::now();
+    push(&mut pending, start + DELAY, &name, Phase::Fence, 0);
+    let later = start + DELAY + Duration::from_millis(100);
+    push(&mut pending, later, &name, Phase::Fence, 0);
+    assert!(
+        take_due(&mut pending, start + DELAY).is_empty(),
+        "postponed: not due at the first release's time"
+    );
+    assert_eq!(pending.due.len(), 1, "back in the queue, once");
+    let ready = take_due(&mut pending, later);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].name, name);
+    assert_eq!(ready[0].phase, Phase::Fence);
+    assert!(pending.due.is_empty() && pending.fence_due.is_empty());
+    // Released again after its fence was taken: scheduled afresh.
+    push(&mut pending, later + DELAY, &name, Phase::Fence, 0);
+    assert_eq!(pending.due.len(), 1);
+}
