@@ -10,19 +10,17 @@
 //!   to the head of that rest without reading the queue again, when the record says nobody
 //!   who could come before it has joined since (see `engine::announce_waiter`). A waiter in
 //!   it that has left makes the hand-off's write fail, and the release reads instead.
-//! - the callers waiting on this instance: a release here hands the lock over with the ticket
-//!   it already knows, and tells the waiter in-process instead of through a watch and reads.
+//!
+//! The callers waiting on this instance, which it also knows without reading, are in `local`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::Version;
-use crate::waiter::{Ticket, Waiter};
+use crate::waiter::Waiter;
 
 /// Past this many entries, the cache starts again from empty.
 const MAX_ENTRIES: usize = 200_000;
@@ -99,163 +97,6 @@ impl RecordCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-    }
-}
-
-/// What a release on this instance tells a local waiter.
-#[derive(Clone, Debug, Default)]
-pub enum Notice {
-    #[default]
-    Idle,
-    /// A write that hands the lock to the waiter is in flight: a change to the record seen
-    /// meanwhile is most likely that write, and the waiter need not read to find out.
-    Pending,
-    /// This record, already written, hands the waiter the lock.
-    Handed(Box<LockRecord>),
-}
-
-type HandedSender = watch::Sender<Notice>;
-
-/// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock),
-/// and how many wait on each lock.
-#[derive(Default)]
-pub struct LocalWaiters {
-    inner: Mutex<Local>,
-}
-
-#[derive(Default)]
-struct Local {
-    waiters: HashMap<(LockName, String), (Ticket, HandedSender)>,
-    per_lock: HashMap<LockName, usize>,
-}
-
-impl LocalWaiters {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Local> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Registers a waiter until the returned guard goes (however its wait ends, even if
-    /// its future is dropped: a waiter behind it may be waiting for that). The receiver sees
-    /// what releases on this instance tell it.
-    pub fn register<'a>(
-        &'a self,
-        name: &'a LockName,
-        id: &'a str,
-        ticket: &Ticket,
-    ) -> (watch::Receiver<Notice>, Registered<'a>) {
-        let (sender, receiver) = watch::channel(Notice::Idle);
-        let key = (name.clone(), id.to_owned());
-        let earlier = self.inner().waiters.insert(key, (ticket.clone(), sender));
-        // Ids are unique per lock, and one call waits once on one instance.
-        debug_assert!(earlier.is_none(), "waiter {id} registered twice");
-        let registered = Registered {
-            local: self,
-            name,
-            id,
-        };
-        (receiver, registered)
-    }
-
-    /// Counts a call that is joining or waiting in `name`'s queue here, from before it
-    /// marks the record until the guard goes (see `any`).
-    pub fn joining<'a>(&'a self, name: &'a LockName) -> Joining<'a> {
-        *self.inner().per_lock.entry(name.clone()).or_default() += 1;
-        Joining { local: self, name }
-    }
-
-    /// A receiver that ends (`changed()` fails) once the waiter `id` on this instance has
-    /// finished waiting; `None` if no such waiter waits here.
-    pub fn subscribe(&self, name: &LockName, id: &str) -> Option<watch::Receiver<Notice>> {
-        let inner = self.inner();
-        let (_, sender) = inner.waiters.get(&(name.clone(), id.to_owned()))?;
-        Some(sender.subscribe())
-    }
-
-    /// Whether any call is joining or waiting in `name`'s queue on this instance.
-    pub fn any(&self, name: &LockName) -> bool {
-        self.inner().per_lock.contains_key(name)
-    }
-
-    pub fn ticket(&self, name: &LockName, id: &str) -> Option<Ticket> {
-        self.inner()
-            .waiters
-            .get(&(name.clone(), id.to_owned()))
-            .map(|(t, _)| t.clone())
-    }
-
-    /// Tells a local waiter that `record` (already written) hands it the lock.
-    pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord) {
-        self.tell(name, id, |_| Some(Notice::Handed(Box::new(record.clone()))));
-    }
-
-    /// Tells a local waiter that a write handing it the lock is in flight, until the guard
-    /// goes: then, unless it was handed the lock meanwhile, that the write did not land.
-    pub fn pending<'a>(&'a self, name: &'a LockName, id: &'a str) -> PendingHandOff<'a> {
-        self.tell(name, id, |_| Some(Notice::Pending));
-        PendingHandOff {
-            local: self,
-            name,
-            id,
-        }
-    }
-
-    fn tell(&self, name: &LockName, id: &str, change: impl FnOnce(&Notice) -> Option<Notice>) {
-        if let Some((_, sender)) = self.inner().waiters.get(&(name.clone(), id.to_owned())) {
-            sender.send_if_modified(|notice| match change(notice) {
-                Some(next) => {
-                    *notice = next;
-                    true
-                }
-                None => false,
-            });
-        }
-    }
-}
-
-/// See `LocalWaiters::register`.
-pub struct Registered<'a> {
-    local: &'a LocalWaiters,
-    name: &'a LockName,
-    id: &'a str,
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        let key = (self.name.clone(), self.id.to_owned());
-        self.local.inner().waiters.remove(&key);
-    }
-}
-
-/// See `LocalWaiters::joining`.
-pub struct Joining<'a> {
-    local: &'a LocalWaiters,
-    name: &'a LockName,
-}
-
-impl Drop for Joining<'_> {
-    fn drop(&mut self) {
-        let mut inner = self.local.inner();
-        if let Some(count) = inner.per_lock.get_mut(self.name) {
-            *count -= 1;
-            if *count == 0 {
-                inner.per_lock.remove(self.name);
-            }
-        }
-    }
-}
-
-/// See `LocalWaiters::pending`.
-pub struct PendingHandOff<'a> {
-    local: &'a LocalWaiters,
-    name: &'a LockName,
-    id: &'a str,
-}
-
-impl Drop for PendingHandOff<'_> {
-    fn drop(&mut self) {
-        self.local.tell(self.name, self.id, |notice| {
-            matches!(notice, Notice::Pending).then_some(Notice::Idle)
-        });
     }
 }
 

@@ -1,12 +1,13 @@
 //! Joining a lock's queue (alone, or in a hand-off's transaction: see `group_commit`), and
 //! what a waiter learns from this instance instead of reading ZooKeeper: the mark a caller
-//! writes on the record before it joins, the end of a local predecessor's call, and the
-//! record and queue this instance remembers from its last hand-off.
+//! writes on the record before it joins, the end of a local predecessor's call, the record
+//! and queue this instance remembers from its last hand-off, and, for a caller a hand-off
+//! carried in, the waiter registered here just ahead of it.
 
 use std::time::Instant;
 
-use super::cache::Notice;
-use super::group_commit::Carried;
+use super::group_commit::{Carried, MAX_RIDERS};
+use super::local::{Notice, Uncounted};
 use super::{LockService, Put, Read, ServiceError, WaitBasis};
 use crate::engine::{self, Watch};
 use crate::metrics::JoinedBy;
@@ -62,7 +63,7 @@ impl LockService {
         name: &LockName,
         ticket: &Ticket,
         basis: WaitBasis,
-    ) -> Result<Waiter, ServiceError> {
+    ) -> Result<(Waiter, bool), ServiceError> {
         let remembered = match basis {
             WaitBasis::Read(read) => {
                 self.mark_queued(name, ticket.priority, read).await?;
@@ -77,7 +78,7 @@ impl LockService {
             match carried {
                 Carried::Joined(me) => {
                     self.metrics.queue_joins.at(JoinedBy::HandOff).inc();
-                    return Ok(me);
+                    return Ok((me, true));
                 }
                 // A listing sent now shows the entry if the hand-off made it and was
                 // applied; if it misses one still in flight, the caller ends up with two,
@@ -86,7 +87,7 @@ impl LockService {
                     let queue = self.store.queue(name, deadline).await?;
                     if let Some(me) = queue.into_iter().find(|w| w.key == ticket.key) {
                         self.metrics.queue_joins.at(JoinedBy::HandOff).inc();
-                        return Ok(me);
+                        return Ok((me, false));
                     }
                 }
                 Carried::Not => {}
@@ -96,7 +97,10 @@ impl LockService {
             self.mark_queued(name, ticket.priority, None).await?;
         }
         self.metrics.queue_joins.at(JoinedBy::Alone).inc();
-        Ok(self.store.enqueue(name, ticket, self.deadline()).await?)
+        Ok((
+            self.store.enqueue(name, ticket, self.deadline()).await?,
+            false,
+        ))
     }
 
     /// When the waiter to watch is a call waiting on this instance too, waits in process
@@ -142,6 +146,30 @@ impl LockService {
             }
         };
         let _ = tokio::time::timeout_at(until.into(), handing).await;
+    }
+
+    /// The first round of a caller that a hand-off here has just carried into the queue,
+    /// decided on what this instance knows instead of on a read: the record it remembers,
+    /// and the waiter registered here that comes just before the caller. `None` when there
+    /// is no such waiter, or when `limit` callers of the lock here are not yet counted
+    /// against its cap (the guard returned counts this one until its first read).
+    ///
+    /// Only a decision to wait is acted on (`Read::queue_remembered`). Waiting for that
+    /// waiter is safe although callers of other instances may stand between the two: it is
+    /// ahead, so this caller is not at the head while it waits, and when its call ends this
+    /// caller decides again, on what is remembered then or on a read.
+    pub(super) fn rider_turn<'a>(
+        &'a self,
+        name: &'a LockName,
+        me: &Waiter,
+    ) -> Option<(Read, Uncounted<'a>)> {
+        let limit = (self.max_waiters_per_lock / 8).min(MAX_RIDERS);
+        let ahead = self.local.nearest_ahead(name, me)?;
+        let (record, version, _) = self.cache.get(name)?;
+        let uncounted = self.local.uncounted(name, limit)?;
+        self.metrics.queue_reads_saved.inc();
+        let queue = vec![ahead, me.clone()];
+        Some((Read::remembered(record, version, queue), uncounted))
     }
 
     /// When this instance made the last hand-off of the lock and this waiter heads the queue

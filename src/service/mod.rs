@@ -23,6 +23,7 @@ mod gc;
 mod group_commit;
 mod joining;
 mod leaving;
+mod local;
 mod outcome;
 pub mod queue_view;
 mod reading;
@@ -120,7 +121,7 @@ pub struct LockService {
     events: Arc<dyn EventSink>,
     pub metrics: Arc<Metrics>,
     cache: cache::RecordCache,
-    local: cache::LocalWaiters,
+    local: local::LocalWaiters,
     joins: group_commit::JoinBatches,
     collector: gc::Collector,
     max_clock_skew_ms: u64,
@@ -223,7 +224,7 @@ impl LockService {
             // Cached versions are only used while they are younger than one request timeout,
             // which `ServeArgs::check` counts in the collector's delay.
             cache: cache::RecordCache::new(store_timeout),
-            local: cache::LocalWaiters::default(),
+            local: local::LocalWaiters::default(),
             joins: group_commit::JoinBatches::new(timing.join_window),
             audit: Arc::new(crate::audit::AuditLog::Tracing),
         }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::cache::Notice;
 use super::events::{AcquireAudit, EventKind};
+use super::local::{Notice, Uncounted};
 use super::{
     refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Put, Read, Refusal,
     ServiceError, WaitBasis,
@@ -30,7 +30,7 @@ pub(super) enum Step {
     Done(Box<AcquireOutcome>),
 }
 
-struct WaitState {
+struct WaitState<'a> {
     /// When the service received the call.
     received: Instant,
     was_requestor: bool,
@@ -40,6 +40,12 @@ struct WaitState {
     predecessor_left: bool,
     /// The queue has been read since joining, and had room for this waiter.
     admitted: bool,
+    /// Joined in the transaction of a hand-off here, and its first round has not run yet
+    /// (see `rider_turn`).
+    carried: bool,
+    /// Not yet counted against the lock's cap: its first round was decided on what this
+    /// instance knows. Dropped once a read of the queue has counted it.
+    uncounted: Option<Uncounted<'a>>,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -84,20 +90,22 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
-        let me = match self.join(name, &ticket, basis).await {
-            Ok(me) => me,
+        let (me, carried) = match self.join(name, &ticket, basis).await {
+            Ok(joined) => joined,
             Err(error) => {
                 self.sweep_later(name, None, &ticket);
                 return Err(error);
             }
         };
-        let (mut handed, _registered) = self.local.register(name, &me.id, &ticket);
+        let (mut handed, _registered) = self.local.register(name, &me, &ticket);
         let state = WaitState {
             received,
             was_requestor: false,
             trouble_since: None,
             predecessor_left: false,
             admitted: false,
+            carried,
+            uncounted: None,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
@@ -105,12 +113,12 @@ impl LockService {
         outcome
     }
 
-    async fn wait_turn(
-        &self,
-        name: &LockName,
+    async fn wait_turn<'a>(
+        &'a self,
+        name: &'a LockName,
         me: &Waiter,
         ticket: &Ticket,
-        state: WaitState,
+        state: WaitState<'a>,
         cancelled: &mut Cancelled,
         handed: &mut tokio::sync::watch::Receiver<Notice>,
     ) -> AcquireOutcome {
@@ -118,8 +126,8 @@ impl LockService {
         // The round in progress is kept across notices rather than dropped, so that a read
         // or watch already sent is not cut off (dropping a watch costs ZooKeeper a request).
         // It owns the state while it runs.
-        type Round<'a> = Pin<Box<dyn Future<Output = (Step, WaitState)> + Send + 'a>>;
-        let mut round: Option<Round<'_>> = None;
+        type Round<'r, 'a> = Pin<Box<dyn Future<Output = (Step, WaitState<'a>)> + Send + 'r>>;
+        let mut round: Option<Round<'_, 'a>> = None;
         let mut idle = Some(state);
         loop {
             // While a release here is handing this waiter the lock, only its word counts:
@@ -161,12 +169,12 @@ impl LockService {
         }
     }
 
-    async fn wait_step(
-        &self,
-        name: &LockName,
+    async fn wait_step<'a>(
+        &'a self,
+        name: &'a LockName,
         me: &Waiter,
         ticket: &Ticket,
-        state: &mut WaitState,
+        state: &mut WaitState<'a>,
     ) -> Step {
         match self.try_wait_step(name, me, ticket, state).await {
             Ok(step) => {
@@ -185,19 +193,26 @@ impl LockService {
         }
     }
 
-    async fn try_wait_step(
-        &self,
-        name: &LockName,
+    async fn try_wait_step<'a>(
+        &'a self,
+        name: &'a LockName,
         me: &Waiter,
         ticket: &Ticket,
-        state: &mut WaitState,
+        state: &mut WaitState<'a>,
     ) -> Result<Step, ServiceError> {
         let received = state.received;
         let deadline = self.deadline();
         let now = UnixMillis::now();
-        let remembered = std::mem::take(&mut state.predecessor_left)
-            .then(|| self.remembered_turn(name, me, state.was_requestor))
-            .flatten();
+        let remembered = if std::mem::take(&mut state.carried) {
+            self.rider_turn(name, me).map(|(read, uncounted)| {
+                state.uncounted = Some(uncounted);
+                read
+            })
+        } else {
+            std::mem::take(&mut state.predecessor_left)
+                .then(|| self.remembered_turn(name, me, state.was_requestor))
+                .flatten()
+        };
         let Read {
             stored,
             record,
@@ -221,8 +236,10 @@ impl LockService {
             // Room is judged by arrival: a waiter is turned away when the cap's worth of
             // callers joined before it (later joiners have higher sequence numbers, so they
             // never count). The queue thus holds at most the cap, plus callers that are
-            // about to leave, and its listing stays far below ZooKeeper's packet limit. An
-            // SRE override is never turned away.
+            // about to leave, plus callers not counted yet because a hand-off carried them
+            // in and their first round read nothing (at most `MAX_RIDERS` per lock and
+            // instance, see `rider_turn`), and its listing stays far below ZooKeeper's
+            // packet limit. An SRE override is never turned away.
             let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
             if earlier >= self.max_waiters_per_lock && !overriding {
                 self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
@@ -231,6 +248,7 @@ impl LockService {
                     .await;
             }
             state.admitted = true;
+            state.uncounted = None;
         }
         let done = |refusal| {
             Ok(Step::Done(Box::new(Err(refused(
