@@ -29,6 +29,7 @@ pub mod queue_view;
 mod reading;
 mod release;
 mod replies;
+mod round;
 mod waiting;
 
 use crate::metrics::Metrics;
