@@ -57,7 +57,9 @@ impl LockService {
     /// made on the record this instance remembers (`WaitBasis::Remembered`) marks it on a
     /// fresh read, and only if the call joins on its own: a hand-off that carries its entry
     /// is conditional on the version it writes over, and carries the caller's priority in
-    /// its own mark (`engine::queued_with`).
+    /// its own mark (`engine::queued_with`). Also says whether a hand-off here carried the
+    /// caller in with its entry known, so that its first round may read nothing
+    /// (`rider_turn`); an entry found by its key after a lost answer does not count.
     pub(super) async fn join(
         &self,
         name: &LockName,

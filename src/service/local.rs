@@ -103,14 +103,10 @@ impl LocalWaiters {
     /// guard goes: once the waiter has been counted on a read of the queue, or its call ends.
     pub fn uncounted<'a>(&'a self, name: &'a LockName, limit: usize) -> Option<Uncounted<'a>> {
         let mut inner = self.inner();
-        let count = inner.uncounted.entry(name.clone()).or_default();
-        if *count >= limit {
-            if *count == 0 {
-                inner.uncounted.remove(name);
-            }
+        if inner.uncounted.get(name).copied().unwrap_or(0) >= limit {
             return None;
         }
-        *count += 1;
+        *inner.uncounted.entry(name.clone()).or_default() += 1;
         Some(Uncounted { local: self, name })
     }
 
