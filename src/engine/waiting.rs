@@ -54,7 +54,9 @@ pub enum WaitDecision {
         until: Option<UnixMillis>,
         watch: Watch,
     },
-    /// This waiter's queue entry is gone and it was not handed the lock.
+    /// This waiter's queue entry is gone and it does not hold the lock: the entry vanished
+    /// with its store session, or a hand-off gave this waiter the lock and it was taken from
+    /// it since. Which one, only the store can tell (the service asks it).
     Vanished,
 }
 

@@ -66,7 +66,9 @@ pub enum Refusal {
     CleanupTimeout,
     Superseded,
     WaitTimeout,
-    /// A retry of a request_id whose grant has ended.
+    /// The grant this call made has ended before its answer: a retry of a request_id whose
+    /// lease has ended since, or a waiter handed the lock and preempted (or force released)
+    /// before it heard.
     LeaseEnded,
     /// The lock's queue holds `--max-waiters-per-lock` callers already.
     TooManyWaiters,

@@ -227,9 +227,18 @@ impl LockService {
                 self.put(name, stored.as_ref(), *next, deadline).await?;
                 Ok(Step::Again)
             }
-            WaitDecision::Vanished => Err(ServiceError::StoreUnavailable(
-                "the queue entry vanished with its store session".into(),
-            )),
+            WaitDecision::Vanished => {
+                let session = state.entry_session;
+                if session.is_some_and(|s| self.store.entry_session_alive(s)) {
+                    // The entry was not lost with its session, so a hand-off removed it: the
+                    // lock reached this caller, and was taken from it (preempted, force
+                    // released, or its lease ran out) before it heard. Its grant has ended.
+                    return done(Refusal::LeaseEnded);
+                }
+                Err(ServiceError::StoreUnavailable(
+                    "the queue entry vanished with its store session".into(),
+                ))
+            }
             WaitDecision::Wait { until, watch } => {
                 let until = instant_at(until, now);
                 let wake = match self.behind_waiter_here(name, &watch, until).await {

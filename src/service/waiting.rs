@@ -15,6 +15,7 @@ use super::{AcquireOutcome, LockService, ServiceError, WaitBasis};
 use crate::engine::AcquireRequest;
 use crate::metrics::{WaitLimit, Wakeup};
 use crate::model::{LockName, UnixMillis};
+use crate::store::EntrySession;
 use crate::waiter::{Ticket, Waiter};
 
 /// Resolves when nobody awaits the call's outcome any more.
@@ -41,6 +42,9 @@ pub(super) struct WaitState<'a> {
     /// Not yet counted against the lock's cap: its first round was decided on what this
     /// instance knows. Dropped once a read of the queue has counted it.
     pub(super) uncounted: Option<Uncounted<'a>>,
+    /// The store session this call's queue entry was made on, when it is known to be one
+    /// session from before the join to after it (see `LockStore::entry_session_alive`).
+    pub(super) entry_session: Option<EntrySession>,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -78,6 +82,7 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
+        let session_before = self.store.entry_session();
         let (me, carried) = match self.join(name, &ticket, basis).await {
             Ok(joined) => joined,
             Err(error) => {
@@ -85,6 +90,7 @@ impl LockService {
                 return Err(error);
             }
         };
+        let entry_session = session_before.filter(|&s| self.store.entry_session() == Some(s));
         let (mut handed, _registered) = self.local.register(name, &me, &ticket);
         let state = WaitState {
             received,
@@ -94,6 +100,7 @@ impl LockService {
             admitted: false,
             carried,
             uncounted: None,
+            entry_session,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)

@@ -25,6 +25,10 @@ pub struct Stored {
     pub version: Version,
 }
 
+/// A store session that owns queue entries (see [`LockStore::entry_session`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntrySession(pub i64);
+
 /// Identifies the exact state a record was read in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Version {
@@ -170,6 +174,22 @@ pub trait LockStore: Send + Sync + 'static {
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
         let stored = self.read(name, deadline).await?;
         Ok((stored, self.queue(name, deadline).await?))
+    }
+    /// The store session that queue entries made now live and die with (`None` while there
+    /// is none). Asked before a join and again after it, it tells later whether an entry
+    /// that is gone can have vanished with its session (see [`LockStore::entry_session_alive`]).
+    /// The in-memory store's entries never vanish that way: it always answers `Some(0)`.
+    fn entry_session(&self) -> Option<EntrySession> {
+        Some(EntrySession(0))
+    }
+    /// Whether `session` is still the one entries are made on, and alive. If it was that
+    /// before a join and is still now, the entry made in between was made on it and has not
+    /// vanished with it: an entry that is gone was then removed by a write, and the only write
+    /// that removes another caller's entry is a hand-off to it. (Judged by the client's view
+    /// of its session; a session that expired while the client still thinks it connected
+    /// would be taken for alive. Only the error a caller gets depends on it.)
+    fn entry_session_alive(&self, _session: EntrySession) -> bool {
+        true
     }
     /// Joins the queue. The entry lives as long as this instance's store session. If an
     /// entry with the ticket's key exists already (a retry), that entry is returned.

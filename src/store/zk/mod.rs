@@ -15,7 +15,10 @@ use async_trait::async_trait;
 use tracing::warn;
 use zookeeper_client as zk;
 
-use super::{HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version, WriteOutcome};
+use super::{
+    EntrySession, HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
+    WriteOutcome,
+};
 use crate::engine::Watch;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
@@ -382,6 +385,14 @@ impl LockStore for ZkStore {
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
         self.read_record_and_queue(name, deadline).await
+    }
+
+    fn entry_session(&self) -> Option<EntrySession> {
+        self.session.primary_id().map(EntrySession)
+    }
+
+    fn entry_session_alive(&self, session: EntrySession) -> bool {
+        self.session.primary_alive(session.0)
     }
 
     async fn enqueue(

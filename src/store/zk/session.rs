@@ -176,6 +176,29 @@ impl ZkSession {
             .is_some_and(|primary| primary.session_id().0 == client.session_id().0)
     }
 
+    /// The primary session's id, if there is a primary (connected or not).
+    pub fn primary_id(&self) -> Option<i64> {
+        self.shared
+            .current
+            .borrow()
+            .as_ref()
+            .map(|primary| primary.session_id().0)
+    }
+
+    /// Whether session `id` is the primary and connected. A replaced primary never comes
+    /// back (every new session has a new id), so a session that is primary both before and
+    /// after something happened was primary throughout, and connected now means it has not
+    /// expired: its ephemeral nodes are all still there unless a write removed them.
+    pub fn primary_alive(&self, id: i64) -> bool {
+        self.shared
+            .current
+            .borrow()
+            .as_ref()
+            .is_some_and(|primary| {
+                primary.session_id().0 == id && primary.state() == zk::SessionState::SyncConnected
+            })
+    }
+
     /// The live client as it changes (`None` while a session is being built).
     pub(super) fn clients(&self) -> watch::Receiver<Option<zk::Client>> {
         self.shared.current.subscribe()
