@@ -3,7 +3,9 @@
 //! one short window each, starting with a different side every round, so that a machine
 //! that gets busier or quieter during the run moves all three alike. The ratios reported are
 //! the median of the rounds' ratios, with their lowest and highest, as for the uncontended
-//! cycle. The rounds share the `--seconds` of a figure, so a run takes as long as before.
+//! cycle. The rounds share the `--seconds` of a figure. Before them every side runs one
+//! window that is not counted (a warm-up), so a figure takes one round longer than its
+//! `--seconds`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,23 +57,23 @@ pub(super) async fn compare(
     if matches!(floor, Floor::Parallel) {
         sides.push(Side::Floor);
     }
+    // One window per side first, not counted, so that every side starts its counted rounds
+    // warm whatever ran before this figure: Curator's JIT above all. Without it, a run of
+    // the contended figure alone measured Curator colder than a full run, where the parallel
+    // figure had warmed it (its first round was its slowest), and the ratio came out higher.
+    for &side in &sides {
+        one_window(bench, curator.as_deref_mut(), side, shared, clients, window).await?;
+    }
     let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         for turn in 0..sides.len() {
-            match sides[(round + turn) % sides.len()] {
-                Side::Lockwarden => ours.push(if shared {
-                    bench.contended(clients, window).await?
-                } else {
-                    bench.parallel(clients, window).await?
-                }),
-                Side::Curator => {
-                    if let Some(curator) = curator.as_deref_mut() {
-                        let warm = super::warm_up(window).as_secs_f64();
-                        let seconds = window.as_secs_f64();
-                        theirs.push(curator.timed(shared, clients, warm, seconds).await?);
-                    }
-                }
-                Side::Floor => floors.push(bench.floor_parallel(clients, window).await?),
+            let side = sides[(round + turn) % sides.len()];
+            let row = one_window(bench, curator.as_deref_mut(), side, shared, clients, window);
+            match (side, row.await?) {
+                (_, None) => {}
+                (Side::Lockwarden, Some(row)) => ours.push(row),
+                (Side::Curator, Some(row)) => theirs.push(row),
+                (Side::Floor, Some(row)) => floors.push(row),
             }
         }
     }
@@ -119,6 +121,30 @@ pub(super) async fn compare(
     rows.extend((!theirs.is_empty()).then(|| median_round(theirs, rounds)));
     rows.extend((!floors.is_empty()).then(|| median_round(floors, rounds)));
     Ok(Compared { rows, ratio })
+}
+
+/// One side's window of one figure; `None` for Curator when it is not measured.
+async fn one_window(
+    bench: &Arc<Bench>,
+    curator: Option<&mut Curator>,
+    side: Side,
+    shared: bool,
+    clients: usize,
+    window: Duration,
+) -> Result<Option<Row>, String> {
+    Ok(match side {
+        Side::Lockwarden if shared => Some(bench.contended(clients, window).await?),
+        Side::Lockwarden => Some(bench.parallel(clients, window).await?),
+        Side::Curator => match curator {
+            Some(curator) => {
+                let warm = super::warm_up(window).as_secs_f64();
+                let seconds = window.as_secs_f64();
+                Some(curator.timed(shared, clients, warm, seconds).await?)
+            }
+            None => None,
+        },
+        Side::Floor => Some(bench.floor_parallel(clients, window).await?),
+    })
 }
 
 fn floor_name(floor: &Floor, clients: usize) -> String {
