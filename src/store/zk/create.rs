@@ -50,6 +50,47 @@ impl ZkStore {
         Ok(())
     }
 
+    /// Creates a record that is absent; `Conflict` when it exists.
+    pub(super) async fn create_record(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path(name);
+        let data = record.encode();
+        // The parents may vanish between creating them and the create (an emptied container
+        // is reaped), so a few rounds are allowed.
+        for _ in 0..4 {
+            let client = self
+                .client(deadline)
+                .await
+                .map_err(|e| self.write_failed(Err(e)))?;
+            let mut ops = Ops::default();
+            ops.create_record(path.clone(), data.clone());
+            let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
+                // Planned on no particular version: it may go again on the serving session.
+                continue;
+            };
+            match answer {
+                Ok(results) => return written(&results, client.session_id().0),
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NodeExists,
+                    ..
+                }) => return Ok(WriteOutcome::Conflict),
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::NoNode,
+                    ..
+                }) => self.create_parents(name, deadline).await?,
+                Err(zk::MultiWriteError::OperationFailed { source, .. })
+                | Err(zk::MultiWriteError::RequestFailed { source }) => {
+                    return Err(self.write_failed(Ok(source)))
+                }
+            }
+        }
+        Ok(WriteOutcome::Conflict)
+    }
+
     /// A record is never written into an empty znode: it may be a container, which the server
     /// would reap, and ZooKeeper does not tell a client which nodes are containers. A childless
     /// empty node is swapped for a persistent one in one transaction instead.

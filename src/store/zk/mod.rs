@@ -38,8 +38,6 @@ mod read;
 mod session;
 mod write;
 
-use ops::{written, Ops};
-
 pub use session::ZkSession;
 
 use crate::seal::Sealer;
@@ -234,15 +232,7 @@ fn stored(sealer: &Sealer, name: &LockName, data: &[u8], stat: &zk::Stat, sessio
 #[async_trait]
 impl LockStore for ZkStore {
     async fn read(&self, name: &LockName, deadline: Instant) -> Result<Option<Stored>, StoreError> {
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.read_failed(Err(e)))?;
-        let found = self
-            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
-            .await?;
-        let session = client.session_id().0;
-        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
+        self.read_record(name, deadline, false).await
     }
 
     async fn create(
@@ -251,38 +241,7 @@ impl LockStore for ZkStore {
         record: &LockRecord,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        let path = self.path(name);
-        let data = record.encode();
-        // The parents may vanish between creating them and the create (an emptied container
-        // is reaped), so a few rounds are allowed.
-        for _ in 0..4 {
-            let client = self
-                .client(deadline)
-                .await
-                .map_err(|e| self.write_failed(Err(e)))?;
-            let mut ops = Ops::default();
-            ops.create_record(path.clone(), data.clone());
-            let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
-                // Planned on no particular version: it may go again on the serving session.
-                continue;
-            };
-            match answer {
-                Ok(results) => return written(&results, client.session_id().0),
-                Err(zk::MultiWriteError::OperationFailed {
-                    source: zk::Error::NodeExists,
-                    ..
-                }) => return Ok(WriteOutcome::Conflict),
-                Err(zk::MultiWriteError::OperationFailed {
-                    source: zk::Error::NoNode,
-                    ..
-                }) => self.create_parents(name, deadline).await?,
-                Err(zk::MultiWriteError::OperationFailed { source, .. })
-                | Err(zk::MultiWriteError::RequestFailed { source }) => {
-                    return Err(self.write_failed(Ok(source)))
-                }
-            }
-        }
-        Ok(WriteOutcome::Conflict)
+        self.create_record(name, record, deadline).await
     }
 
     async fn update(
@@ -309,22 +268,7 @@ impl LockStore for ZkStore {
         name: &LockName,
         deadline: Instant,
     ) -> Result<Option<Stored>, StoreError> {
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.read_failed(Err(e)))?;
-        // A follower answers reads from its own copy, which may lag the leader; `sync` makes
-        // it catch up with everything the leader had committed when the sync reached it.
-        match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-            Err(e) => return Err(self.read_failed(Err(e))),
-        }
-        let found = self
-            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
-            .await?;
-        let session = client.session_id().0;
-        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
+        self.read_record(name, deadline, true).await
     }
 
     async fn delete(

@@ -1,5 +1,6 @@
-//! Reading a lock's record and its queue in one request: a read-only `multi` (ZooKeeper
-//! 3.6 and later). A waiter decides each round on both, and in a standalone server every
+//! Reading a lock's record: alone (after a `sync` when the caller must not see a lagging
+//! follower's copy), or with its queue in one request, a read-only `multi` (ZooKeeper 3.6
+//! and later). A waiter decides each round on both, and in a standalone server every
 //! request passes one ordered pipeline, so one request instead of two is one place less
 //! in that line for the hand-off `multi` behind it. The two reads also show one state of
 //! the store, which two separate reads do not promise.
@@ -16,6 +17,35 @@ use crate::store::{StoreError, Stored};
 use crate::waiter::Waiter;
 
 impl ZkStore {
+    /// The record alone; with `sync`, only after the server has applied every write
+    /// committed before the call.
+    pub(super) async fn read_record(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        sync: bool,
+    ) -> Result<Option<Stored>, StoreError> {
+        let client = self
+            .client(deadline)
+            .await
+            .map_err(|e| self.read_failed(Err(e)))?;
+        if sync {
+            // A follower answers reads from its own copy, which may lag the leader; `sync`
+            // makes it catch up with everything the leader had committed when the sync
+            // reached it.
+            match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
+                Err(e) => return Err(self.read_failed(Err(e))),
+            }
+        }
+        let found = self
+            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
+            .await?;
+        let session = client.session_id().0;
+        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
+    }
+
     pub(super) async fn read_record_and_queue(
         &self,
         name: &LockName,
