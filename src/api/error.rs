@@ -158,7 +158,7 @@ impl From<ServiceError> for ApiError {
                     Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before '{name}' was free")),
                     Refusal::LeaseEnded => (
                         ErrorCode::LeaseEnded,
-                        format!("the lease this request was granted on '{name}' has ended (it ran out, or was released or taken over) before this answer; acquire again, with a new request_id if you send one"),
+                        format!("the lease granted to this request on '{name}' has ended (it ran out, or was released or taken over); acquire again, with a new request_id if you send one"),
                     ),
                     Refusal::TooManyWaiters => (
                         ErrorCode::TooManyWaiters,

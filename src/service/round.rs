@@ -229,15 +229,20 @@ impl LockService {
             }
             WaitDecision::Vanished => {
                 let session = state.entry_session;
-                if session.is_some_and(|s| self.store.entry_session_alive(s)) {
-                    // The entry was not lost with its session, so a hand-off removed it: the
-                    // lock reached this caller, and was taken from it (preempted, force
-                    // released, or its lease ran out) before it heard. Its grant has ended.
-                    return done(Refusal::LeaseEnded);
+                if !session.is_some_and(|s| self.store.entry_session_alive(s)) {
+                    return Err(ServiceError::StoreUnavailable(
+                        "the queue entry vanished with its store session".into(),
+                    ));
                 }
-                Err(ServiceError::StoreUnavailable(
-                    "the queue entry vanished with its store session".into(),
-                ))
+                // The entry is this call's alone and was not lost with its session, so a
+                // hand-off removed it: the lock reached this caller. Unless a fresh read shows
+                // it holding the lock (a store whose two reads were not one state would show
+                // a hand-off half), it was taken from the caller before it heard (preempted,
+                // force released, or its lease ran out): its grant has ended.
+                if !std::mem::replace(&mut state.vanished, true) {
+                    return Ok(Step::Again);
+                }
+                done(Refusal::LeaseEnded)
             }
             WaitDecision::Wait { until, watch } => {
                 let until = instant_at(until, now);

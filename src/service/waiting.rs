@@ -43,8 +43,14 @@ pub(super) struct WaitState<'a> {
     /// instance knows. Dropped once a read of the queue has counted it.
     pub(super) uncounted: Option<Uncounted<'a>>,
     /// The store session this call's queue entry was made on, when it is known to be one
-    /// session from before the join to after it (see `LockStore::entry_session_alive`).
+    /// session from before the join to after it (see `LockStore::entry_session_alive`), and
+    /// the entry is this call's alone: its key is random, since the call has no `request_id`.
+    /// (Calls sharing a `request_id` share a key, and one may remove an entry another made or
+    /// adopted: see `round` and `leaving`.)
     pub(super) entry_session: Option<EntrySession>,
+    /// The last round found this call's entry gone while its session lives: the next round
+    /// confirms it on a fresh read before the call is told its grant ended.
+    pub(super) vanished: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -90,7 +96,9 @@ impl LockService {
                 return Err(error);
             }
         };
-        let entry_session = session_before.filter(|&s| self.store.entry_session() == Some(s));
+        let entry_session = session_before
+            .filter(|&s| self.store.entry_session() == Some(s))
+            .filter(|_| request.request_id.is_none());
         let (mut handed, _registered) = self.local.register(name, &me, &ticket);
         let state = WaitState {
             received,
@@ -101,6 +109,7 @@ impl LockService {
             carried,
             uncounted: None,
             entry_session,
+            vanished: false,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)

@@ -142,6 +142,14 @@ impl Inner {
         waiter
     }
 
+    /// The lock's queue, in service order.
+    fn waiters(&self, name: &LockName) -> Vec<Waiter> {
+        self.queues
+            .get(name)
+            .map(|q| q.iter().map(|(w, _)| w.clone()).collect())
+            .unwrap_or_default()
+    }
+
     fn queue_has(&self, name: &LockName, waiter: &Waiter) -> bool {
         self.queues
             .get(name)
@@ -282,12 +290,18 @@ impl LockStore for MemoryStore {
     }
 
     async fn queue(&self, name: &LockName, _: Instant) -> Result<Vec<Waiter>, StoreError> {
+        Ok(self.lock().waiters(name))
+    }
+
+    /// Both under one hold of the lock, so they show one state: read apart, a hand-off in
+    /// between would show a waiter neither its entry nor its grant.
+    async fn read_with_queue(
+        &self,
+        name: &LockName,
+        _: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
         let inner = self.lock();
-        Ok(inner
-            .queues
-            .get(name)
-            .map(|q| q.iter().map(|(w, _)| w.clone()).collect())
-            .unwrap_or_default())
+        Ok((inner.locks.get(name).map(stored), inner.waiters(name)))
     }
 
     async fn enqueue(

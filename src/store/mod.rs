@@ -184,10 +184,11 @@ pub trait LockStore: Send + Sync + 'static {
     }
     /// Whether `session` is still the one entries are made on, and alive. If it was that
     /// before a join and is still now, the entry made in between was made on it and has not
-    /// vanished with it: an entry that is gone was then removed by a write, and the only write
-    /// that removes another caller's entry is a hand-off to it. (Judged by the client's view
-    /// of its session; a session that expired while the client still thinks it connected
-    /// would be taken for alive. Only the error a caller gets depends on it.)
+    /// vanished with it: an entry that is gone was then removed by a write. For an entry
+    /// whose key is its call's alone, the only such write other than the call's own leaving
+    /// is a hand-off to it. (Judged by the client's view of its session; a session that
+    /// expired while the client still thinks it connected would be taken for alive. Only the
+    /// error a caller gets depends on it.)
     fn entry_session_alive(&self, _session: EntrySession) -> bool {
         true
     }
