@@ -235,13 +235,10 @@ impl LockService {
                     ));
                 }
                 // The entry is this call's alone and was not lost with its session, so a
-                // hand-off removed it: the lock reached this caller. Unless a fresh read shows
-                // it holding the lock (a store whose two reads were not one state would show
-                // a hand-off half), it was taken from the caller before it heard (preempted,
-                // force released, or its lease ran out): its grant has ended.
-                if !std::mem::replace(&mut state.vanished, true) {
-                    return Ok(Step::Again);
-                }
+                // hand-off removed it: the lock reached this caller. The read showed one state
+                // (`LockStore::read_with_queue`) in which the caller does not hold it, so it
+                // was taken from the caller before it heard (preempted, force released, or
+                // its lease ran out): its grant has ended.
                 done(Refusal::LeaseEnded)
             }
             WaitDecision::Wait { until, watch } => {

@@ -48,9 +48,6 @@ pub(super) struct WaitState<'a> {
     /// (Calls sharing a `request_id` share a key, and one may remove an entry another made or
     /// adopted: see `round` and `leaving`.)
     pub(super) entry_session: Option<EntrySession>,
-    /// The last round found this call's entry gone while its session lives: the next round
-    /// confirms it on a fresh read before the call is told its grant ended.
-    pub(super) vanished: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -88,7 +85,9 @@ impl LockService {
         // record may not say yet.
         let _joining = self.local.joining(name);
         let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
-        let session_before = self.store.entry_session();
+        // Only an entry whose key is this call's alone (no `request_id`) can be judged.
+        let own_key = request.request_id.is_none();
+        let session_before = own_key.then(|| self.store.entry_session()).flatten();
         let (me, carried) = match self.join(name, &ticket, basis).await {
             Ok(joined) => joined,
             Err(error) => {
@@ -96,9 +95,7 @@ impl LockService {
                 return Err(error);
             }
         };
-        let entry_session = session_before
-            .filter(|&s| self.store.entry_session() == Some(s))
-            .filter(|_| request.request_id.is_none());
+        let entry_session = session_before.filter(|&s| self.store.entry_session() == Some(s));
         let (mut handed, _registered) = self.local.register(name, &me, &ticket);
         let state = WaitState {
             received,
@@ -109,7 +106,6 @@ impl LockService {
             carried,
             uncounted: None,
             entry_session,
-            vanished: false,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)

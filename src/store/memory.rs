@@ -293,8 +293,7 @@ impl LockStore for MemoryStore {
         Ok(self.lock().waiters(name))
     }
 
-    /// Both under one hold of the lock, so they show one state: read apart, a hand-off in
-    /// between would show a waiter neither its entry nor its grant.
+    /// Both under one hold of the lock, so they show one state.
     async fn read_with_queue(
         &self,
         name: &LockName,

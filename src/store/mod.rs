@@ -165,16 +165,16 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// The lock's queue, in service order (priority descending, then arrival).
     async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
-    /// The record and the queue together. ZooKeeper reads both in one request (a read-only
-    /// `multi`), so they show one state of the store and cost one trip through its pipeline.
+    /// The record and the queue together, as **one state** of the store. A waiter decides
+    /// each round on both: two reads with a hand-off between them would show it neither its
+    /// entry nor its grant, and it would be told its grant ended while it holds the lock. So
+    /// there is no default of two reads. ZooKeeper reads both in one request (a read-only
+    /// `multi`), which also costs one trip through its pipeline.
     async fn read_with_queue(
         &self,
         name: &LockName,
         deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        let stored = self.read(name, deadline).await?;
-        Ok((stored, self.queue(name, deadline).await?))
-    }
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
     /// The store session that queue entries made now live and die with (`None` while there
     /// is none). Asked before a join and again after it, it tells later whether an entry
     /// that is gone can have vanished with its session (see [`LockStore::entry_session_alive`]).
