@@ -25,6 +25,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Benchmark a running lockwarden (and the raw ZooKeeper floor beside it).
     Bench(crate::bench::BenchArgs),
+    /// For `scripts/bench` only: a bare HTTP relay to ZooKeeper (one create per acquire,
+    /// one delete per release), the floor of any lock service over HTTP.
+    #[command(hide = true)]
+    BenchRelay(crate::bench::relay::RelayArgs),
     #[command(flatten)]
     Client(crate::cli::ClientCommand),
 }

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockwarden::config::{Cli, Command};
+use lockwarden::config::{Cli, Command, ServeArgs};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a request allocates and frees many small buffers on
@@ -28,6 +28,13 @@ fn main() -> ExitCode {
             builder.worker_threads(args.request_threads());
             builder
         }
+        // The relay stands for the HTTP hop of the service, so it runs as the service does by
+        // default.
+        Command::BenchRelay(_) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(ServeArgs::defaults().request_threads());
+            builder
+        }
         // The benchmark's client is one event loop: it shares the machine with the service
         // and ZooKeeper, and threads of its own would take CPU from what it measures. A
         // client command is one small event loop too.
@@ -48,6 +55,9 @@ fn main() -> ExitCode {
                 .await
                 .map(|()| 0),
             Command::Bench(args) => lockwarden::bench::run(args).await.map(|_| 0),
+            Command::BenchRelay(args) => lockwarden::bench::relay::serve(args, shutdown_signal())
+                .await
+                .map(|()| 0),
             Command::Client(command) => Ok(lockwarden::cli::run(command).await),
         }
     });

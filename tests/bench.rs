@@ -4,8 +4,23 @@
 mod common;
 
 use common::receiver::SECRET;
-use common::{zk, Service};
-use lockwarden::bench::{run, run_report, BenchArgs};
+use common::{http_client, zk, Service};
+use lockwarden::bench::{relay, run, run_report, BenchArgs};
+use reqwest::StatusCode;
+use zookeeper_client as zkc;
+
+/// Starts `lockwarden bench-relay` in process, on the shared ZooKeeper; returns its base URL.
+async fn start_relay() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let connect = zk::shared().connect_string();
+    tokio::spawn(async move {
+        relay::serve_on(listener, &connect, std::future::pending())
+            .await
+            .expect("the relay serves")
+    });
+    base
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_runs_and_reports() {
@@ -102,6 +117,7 @@ async fn the_yardstick_compares_with_curator_when_present() {
     args.clients = vec![2];
     args.seconds = 0.3;
     args.curator_classpath = classpath.clone();
+    args.relay_url = Some(start_relay().await);
     let report = run_report(args).await.expect("the benchmark runs");
     let _ = std::fs::remove_dir_all(&dir);
     let uncontended = &report.yardstick[0];
@@ -113,7 +129,29 @@ async fn the_yardstick_compares_with_curator_when_present() {
             ratio.to_floor_spread.is_some(),
             "every figure is the median of rounds, with their spread: {ratio:?}"
         );
+        // The relay does not wait, so it has no contended figure.
+        let contended = ratio.figure.starts_with("contended");
+        match &ratio.relay {
+            Some(relay) => {
+                assert!(!contended, "{ratio:?}");
+                assert!(relay.relay > 0.0 && relay.to_relay > 0.0, "{ratio:?}");
+                assert!(relay.relay_to_floor > 0.0, "{ratio:?}");
+                assert!(
+                    relay.to_relay_spread.0 <= relay.to_relay_spread.1,
+                    "{ratio:?}"
+                );
+            }
+            None => assert!(contended, "the relay is measured beside {ratio:?}"),
+        }
     }
+    assert!(
+        report
+            .rows
+            .iter()
+            .any(|r| r.scenario.starts_with("HTTP relay") && r.operations > 0),
+        "the relay's own rows: {:?}",
+        report.rows
+    );
     if classpath.is_some() {
         for ratio in &report.yardstick {
             assert!(ratio.to_curator.unwrap_or(0.0) > 0.0, "{ratio:?}");
@@ -145,4 +183,44 @@ async fn the_measuring_loops_are_spread_over_the_instances_given() {
             .unwrap_or(0.0);
         assert!(grants > 0.0, "{} granted nothing:\n{metrics}", service.base);
     }
+}
+
+/// The relay turns an acquire into one create and a release into one delete, answers as the
+/// bench's client expects, refuses a name that is not one plain segment, and says when the
+/// node is already there or already gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_creates_on_acquire_and_deletes_on_release() {
+    let base = start_relay().await;
+    let http = http_client();
+    let name = format!("relay-{}", uuid::Uuid::new_v4().simple());
+    let node = format!("/lockwarden-bench-relay/{name}");
+    let zk = zkc::Client::connect(&zk::shared().connect_string())
+        .await
+        .unwrap();
+    let post = |action: &str, lock: &str| {
+        http.post(format!("{base}/v1/locks/{lock}/{action}"))
+            .body("{}")
+            .send()
+    };
+
+    let acquired = post("acquire", &name).await.unwrap();
+    assert_eq!(acquired.status(), StatusCode::OK);
+    let body: serde_json::Value = acquired.json().await.unwrap();
+    assert_eq!(body["lease_id"], name.as_str());
+    let (data, _) = zk
+        .get_data(&node)
+        .await
+        .expect("the acquire created the node");
+    assert_eq!(data.len(), 400, "as big as the floor's node");
+    let again = post("acquire", &name).await.unwrap();
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+
+    let released = post("release", &name).await.unwrap();
+    assert_eq!(released.status(), StatusCode::OK);
+    assert!(zk.check_stat(&node).await.unwrap().is_none(), "deleted");
+    let again = post("release", &name).await.unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
+
+    let nested = post("acquire", "a%2Fb").await.unwrap();
+    assert_eq!(nested.status(), StatusCode::BAD_REQUEST);
 }

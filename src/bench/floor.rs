@@ -100,46 +100,52 @@ impl Bench {
     }
 
     /// The uncontended cycle, measured in `rounds` rounds of alternating batches with the
-    /// raw floor and (when given) Curator, so that all of them see the same moments of a noisy
-    /// machine. Each batch round-robin starts with a different one of them.
+    /// raw floor and (when given) Curator and the HTTP relay, so that all of them see the
+    /// same moments of a noisy machine. Each batch round-robin starts with a different one.
     pub async fn uncontended(
         &self,
         mut curator: Option<&mut Curator>,
     ) -> Result<Uncontended, String> {
         const BATCH: usize = 50;
+        const SIDES: usize = 4;
         let rounds = self.args.rounds.max(1);
         let wanted = self.args.cycles.div_ceil(rounds).max(1);
         let mut client = self.client("u", "bench", None).await?;
+        let mut relay = match &self.args.relay_url {
+            Some(url) => Some(self.client_at(url, "u", "bench", None).await?),
+            None => None,
+        };
         let path = self.floor_path("paired").await?;
         for _ in 0..self.args.warmup {
             client.cycle().await?;
             self.floor_cycle(&path).await?;
+            if let Some(relay) = relay.as_mut() {
+                relay.cycle().await?;
+            }
         }
         if let Some(curator) = curator.as_deref_mut() {
             let seconds = (self.args.seconds / 5.0).clamp(0.1, 2.0);
             curator.warmup(self.args.warmup, seconds).await?;
         }
-        let (mut cycles, mut floors, mut curators) = (Vec::new(), Vec::new(), Vec::new());
-        // Each round's samples: lockwarden's, the floor's and Curator's.
-        type Samples = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
-        let mut per_round: Vec<Samples> = (0..rounds).map(|_| Samples::default()).collect();
+        let mut all = Sides::default();
+        let mut per_round: Vec<Sides> = (0..rounds).map(|_| Sides::default()).collect();
         let (mut writes, mut reads) = (0.0, 0.0);
         let (mut curator_writes, mut curator_reads) = (0.0, 0.0);
         // The service's CPU time over lockwarden's batches, when its pid is known.
         let mut service_cpu = Some(Duration::ZERO);
         let mut batches = 0usize;
-        for (lw, floor, cur) in per_round.iter_mut() {
-            while lw.len() < wanted {
-                let batch = BATCH.min(wanted - lw.len());
-                for turn in 0..3 {
-                    match (batches + turn) % 3 {
+        for round in per_round.iter_mut() {
+            while round.lockwarden.len() < wanted {
+                let batch = BATCH.min(wanted - round.lockwarden.len());
+                for turn in 0..SIDES {
+                    match (batches + turn) % SIDES {
                         0 => {
                             let before = server_counts(&self.args.zk);
                             let cpu_before = process_cpu(self.args.service_pid);
                             for _ in 0..batch {
                                 let t = Instant::now();
                                 client.cycle().await?;
-                                lw.push(t.elapsed());
+                                round.lockwarden.push(t.elapsed());
                             }
                             let cpu_after = process_cpu(self.args.service_pid);
                             let after = server_counts(&self.args.zk);
@@ -152,47 +158,53 @@ impl Bench {
                         }
                         1 => {
                             for _ in 0..batch {
-                                floor.push(self.floor_cycle(&path).await?);
+                                round.floor.push(self.floor_cycle(&path).await?);
                             }
                         }
-                        _ => {
+                        2 => {
                             if let Some(curator) = curator.as_deref_mut() {
                                 let before = server_counts(&self.args.zk);
-                                cur.extend(curator.uncontended(batch).await?);
+                                round.curator.extend(curator.uncontended(batch).await?);
                                 let after = server_counts(&self.args.zk);
                                 curator_writes += after.writes - before.writes;
                                 curator_reads += after.reads - before.reads;
+                            }
+                        }
+                        _ => {
+                            if let Some(relay) = relay.as_mut() {
+                                for _ in 0..batch {
+                                    let t = Instant::now();
+                                    relay.cycle().await?;
+                                    round.relay.push(t.elapsed());
+                                }
                             }
                         }
                     }
                 }
                 batches += 1;
             }
-            cycles.extend_from_slice(lw);
-            floors.extend_from_slice(floor);
-            curators.extend_from_slice(cur);
+            all.extend(round);
         }
-        let rounds: Vec<Round> = per_round
-            .into_iter()
-            .map(|(mut lw, mut floor, mut cur)| Round {
-                lockwarden: (percentile(&mut lw, 50.0), percentile(&mut lw, 99.0)),
-                floor: (percentile(&mut floor, 50.0), percentile(&mut floor, 99.0)),
-                curator: (!cur.is_empty())
-                    .then(|| (percentile(&mut cur, 50.0), percentile(&mut cur, 99.0))),
-            })
-            .collect();
+        let rounds: Vec<Round> = per_round.iter_mut().map(Sides::round).collect();
+        let Sides {
+            lockwarden: mut cycles,
+            floor: mut floors,
+            curator: mut curators,
+            relay: mut relays,
+        } = all;
         let n = cycles.len();
         let rate = |samples: &[Duration]| {
             samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64()
         };
+        let others = match (curator.is_some(), relay.is_some()) {
+            (true, true) => ", Curator and the HTTP relay",
+            (true, false) => " and Curator",
+            (false, true) => " and the HTTP relay",
+            (false, false) => "",
+        };
         let interleaved = format!(
-            "{} rounds, batches of {BATCH}, alternating {}",
-            rounds.len(),
-            if curator.is_some() {
-                "floor, lockwarden and Curator"
-            } else {
-                "floor and lockwarden"
-            }
+            "{} rounds, batches of {BATCH}, alternating the floor, lockwarden{others}",
+            rounds.len()
         );
         let floor = Row {
             per_second: rate(&floors),
@@ -210,8 +222,15 @@ impl Bench {
             // Counted around Curator's batches only.
             zk_writes_per_op: curator_writes / curators.len() as f64,
             zk_reads_per_op: curator_reads / curators.len() as f64,
-            note: interleaved,
+            note: interleaved.clone(),
             ..Row::of_samples("curator: uncontended acquire+release", 1, &mut curators)
+        });
+        let relay = (!relays.is_empty()).then(|| Row {
+            per_second: rate(&relays),
+            zk_writes_per_op: 2.0,
+            zk_reads_per_op: 0.0,
+            note: format!("no lock logic: one create, one delete, over HTTP; {interleaved}"),
+            ..Row::of_samples("HTTP relay: create+delete over HTTP", 1, &mut relays)
         });
         let cycle = Row {
             per_second: rate(&cycles),
@@ -225,8 +244,40 @@ impl Bench {
             cycle,
             floor,
             curator,
+            relay,
             rounds,
         })
+    }
+}
+
+/// Each side's cycle times, of a round or of the whole run.
+#[derive(Default)]
+struct Sides {
+    lockwarden: Vec<Duration>,
+    floor: Vec<Duration>,
+    curator: Vec<Duration>,
+    relay: Vec<Duration>,
+}
+
+impl Sides {
+    fn extend(&mut self, other: &Sides) {
+        self.lockwarden.extend_from_slice(&other.lockwarden);
+        self.floor.extend_from_slice(&other.floor);
+        self.curator.extend_from_slice(&other.curator);
+        self.relay.extend_from_slice(&other.relay);
+    }
+
+    /// The round's p50 and p99 of each side (sorting the samples in place).
+    fn round(&mut self) -> Round {
+        let p50_p99 = |samples: &mut Vec<Duration>| {
+            (!samples.is_empty()).then(|| (percentile(samples, 50.0), percentile(samples, 99.0)))
+        };
+        Round {
+            lockwarden: p50_p99(&mut self.lockwarden).unwrap_or((f64::NAN, f64::NAN)),
+            floor: p50_p99(&mut self.floor).unwrap_or((f64::NAN, f64::NAN)),
+            curator: p50_p99(&mut self.curator),
+            relay: p50_p99(&mut self.relay),
+        }
     }
 }
 
@@ -236,12 +287,15 @@ pub struct Round {
     pub lockwarden: (f64, f64),
     pub floor: (f64, f64),
     pub curator: Option<(f64, f64)>,
+    /// The HTTP relay's, when one was measured.
+    pub relay: Option<(f64, f64)>,
 }
 
-/// The uncontended cycle, the floor and Curator measured with it, and the rounds.
+/// The uncontended cycle, the floor, Curator and the relay measured with it, and the rounds.
 pub struct Uncontended {
     pub cycle: Row,
     pub floor: Row,
     pub curator: Option<Row>,
+    pub relay: Option<Row>,
     pub rounds: Vec<Round>,
 }

@@ -20,10 +20,15 @@ mod curator;
 mod floor;
 mod latency;
 mod memory;
+pub mod relay;
 mod scenarios;
 mod shapes;
 mod stats;
 mod throughput;
+mod yardstick;
+
+use yardstick::{median_spread, render_yardstick, uncontended_ratios};
+pub use yardstick::{Ratio, RelayRatios};
 
 #[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
@@ -83,6 +88,11 @@ pub struct BenchArgs {
     /// InterProcessMutex in the same run. Without it, Curator is skipped with a note.
     #[arg(long, env = "LOCKWARDEN_BENCH_CURATOR_CLASSPATH")]
     pub curator_classpath: Option<String>,
+    /// A bare HTTP relay to the same ZooKeeper (`lockwarden bench-relay`, which
+    /// `scripts/bench` starts): measured in the same rounds as lockwarden in the uncontended
+    /// and parallel figures, as the floor of any lock service over HTTP.
+    #[arg(long)]
+    pub relay_url: Option<String>,
 }
 
 /// One line of results.
@@ -131,6 +141,7 @@ impl BenchArgs {
             zk_pid: None,
             rounds: 5,
             curator_classpath: None,
+            relay_url: None,
         }
     }
 }
@@ -170,24 +181,6 @@ fn render(rows: &[Row]) -> String {
     out
 }
 
-/// One lockwarden figure beside Curator's and the floor's, and the ratios.
-#[derive(Clone, Debug, Serialize)]
-pub struct Ratio {
-    pub figure: String,
-    pub unit: String,
-    pub lockwarden: f64,
-    pub curator: Option<f64>,
-    pub floor: f64,
-    /// lockwarden ÷ Curator (for the uncontended cycle, the median of the rounds' ratios).
-    pub to_curator: Option<f64>,
-    /// The rounds' lowest and highest lockwarden ÷ Curator (uncontended cycle only).
-    pub to_curator_spread: Option<(f64, f64)>,
-    /// lockwarden ÷ floor (for the uncontended cycle, the median of the rounds' ratios).
-    pub to_floor: f64,
-    pub to_floor_spread: Option<(f64, f64)>,
-    pub note: String,
-}
-
 /// Everything a run measured.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
@@ -195,103 +188,6 @@ pub struct Report {
     pub yardstick: Vec<Ratio>,
     /// Why Curator is missing, if it is.
     pub curator_skipped: Option<String>,
-}
-
-fn render_yardstick(report: &Report) -> String {
-    let mut out = String::from(
-        "| figure | lockwarden | Curator | floor | lockwarden ÷ Curator | lockwarden ÷ floor | note |\n|---|---:|---:|---:|---:|---:|---|\n",
-    );
-    let ratio = |r: Option<f64>, spread: Option<(f64, f64)>| match (r, spread) {
-        (Some(r), Some((lo, hi))) => format!("{r:.2}× ({lo:.2}–{hi:.2})"),
-        (Some(r), None) => format!("{r:.2}×"),
-        (None, _) => "–".into(),
-    };
-    for r in &report.yardstick {
-        out.push_str(&format!(
-            "| {} | {:.0} {} | {} | {:.0} | {} | {} | {} |\n",
-            r.figure,
-            r.lockwarden,
-            r.unit,
-            r.curator.map_or("–".into(), |c| format!("{c:.0}")),
-            r.floor,
-            ratio(r.to_curator, r.to_curator_spread),
-            ratio(Some(r.to_floor), r.to_floor_spread),
-            r.note
-        ));
-    }
-    if let Some(why) = &report.curator_skipped {
-        out.push_str(&format!("\nCurator skipped: {why}\n"));
-    }
-    out
-}
-
-/// The median of the rounds' ratios and their lowest and highest.
-fn median_spread(mut ratios: Vec<f64>) -> (f64, (f64, f64)) {
-    ratios.retain(|r| r.is_finite());
-    if ratios.is_empty() {
-        return (f64::NAN, (f64::NAN, f64::NAN));
-    }
-    ratios.sort_by(f64::total_cmp);
-    let n = ratios.len();
-    let median = if n % 2 == 1 {
-        ratios[n / 2]
-    } else {
-        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
-    };
-    (median, (ratios[0], ratios[n - 1]))
-}
-
-/// The uncontended figures (p50 and p99) beside Curator's and the floor's.
-fn uncontended_ratios(u: &floor::Uncontended) -> Vec<Ratio> {
-    let pick = |p: (f64, f64), p99: bool| if p99 { p.1 } else { p.0 };
-    [false, true]
-        .into_iter()
-        .map(|p99| {
-            let (to_floor, floor_spread) = median_spread(
-                u.rounds
-                    .iter()
-                    .map(|r| pick(r.lockwarden, p99) / pick(r.floor, p99))
-                    .collect(),
-            );
-            let to_curator = u.curator.as_ref().map(|_| {
-                median_spread(
-                    u.rounds
-                        .iter()
-                        .filter_map(|r| Some(pick(r.lockwarden, p99) / pick(r.curator?, p99)))
-                        .collect(),
-                )
-            });
-            let of = |row: &Row| if p99 { row.p99_us } else { row.p50_us };
-            let floors = u
-                .rounds
-                .iter()
-                .map(|r| pick(r.floor, p99))
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), f| {
-                    (lo.min(f), hi.max(f))
-                });
-            Ratio {
-                figure: format!(
-                    "uncontended acquire+release, {}",
-                    if p99 { "p99" } else { "p50" }
-                ),
-                unit: "µs".into(),
-                lockwarden: of(&u.cycle),
-                curator: u.curator.as_ref().map(of),
-                floor: of(&u.floor),
-                to_curator: to_curator.map(|(r, _)| r),
-                to_curator_spread: to_curator.map(|(_, s)| s),
-                to_floor,
-                to_floor_spread: Some(floor_spread),
-                note: format!(
-                    "ratios: median (min–max) of {} interleaved rounds; lower is better; the floor's {} moved {:.0}–{:.0} µs across the rounds",
-                    u.rounds.len(),
-                    if p99 { "p99" } else { "p50" },
-                    floors.0,
-                    floors.1
-                ),
-            }
-        })
-        .collect()
 }
 
 /// Runs the chosen scenarios, prints the table and the JSON, and returns the rows.
@@ -346,6 +242,7 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
         rows.push(u.floor);
         rows.push(u.cycle);
         rows.extend(u.curator);
+        rows.extend(u.relay);
     }
     for (name, shared) in [("parallel", false), ("contended", true)] {
         if !wants(name) {

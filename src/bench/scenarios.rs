@@ -140,7 +140,7 @@ impl Bench {
     }
 
     /// A client (as [`Bench::client`]) talking to the instance at `url`.
-    async fn client_at(
+    pub(super) async fn client_at(
         &self,
         url: &str,
         name: &str,
@@ -158,17 +158,20 @@ impl Bench {
         })
     }
 
-    /// `clients` loops for the window, on their own locks or (`shared`) on one lock.
+    /// `clients` loops for the window, on their own locks or (`shared`) on one lock, talking
+    /// to the service's instances or, with `via`, to that URL (the HTTP relay).
     async fn loops(
         self: &Arc<Self>,
         clients: usize,
         shared: bool,
         window: Duration,
+        via: Option<&str>,
     ) -> Result<(Vec<Vec<Duration>>, Duration, usize), String> {
         let warm_end = Instant::now() + super::warm_up(window);
         let tasks: Vec<_> = (0..clients)
             .map(|c| {
                 let bench = self.clone();
+                let url = via.unwrap_or_else(|| self.instance_url(c)).to_owned();
                 tokio::spawn(async move {
                     let name = if shared {
                         "c".to_string()
@@ -177,7 +180,6 @@ impl Bench {
                     };
                     let wait = shared.then_some(120_000);
                     let owner = format!("client-{c}");
-                    let url = bench.instance_url(c).to_owned();
                     let mut client = bench.client_at(&url, &name, &owner, wait).await?;
                     let mut warm = 0;
                     while Instant::now() < warm_end {
@@ -202,18 +204,21 @@ impl Bench {
         Ok((all, window, warm))
     }
 
-    /// Runs `clients` loops for `window` and reports them, with the server's counters.
+    /// Runs `clients` loops for `window` and reports them, with the server's counters and,
+    /// when they talk to the service (not `via` the relay), the service's CPU time.
     async fn throughput(
         self: &Arc<Self>,
         clients: usize,
         shared: bool,
         scenario: &str,
         window: Duration,
+        via: Option<&str>,
     ) -> Result<(Row, Vec<usize>), String> {
+        let service_pid = self.args.service_pid.filter(|_| via.is_none());
         let before = server_counts(&self.args.zk);
-        let cpu_before = process_cpu(self.args.service_pid);
-        let (per_client, span, warm) = self.loops(clients, shared, window).await?;
-        let cpu_after = process_cpu(self.args.service_pid);
+        let cpu_before = process_cpu(service_pid);
+        let (per_client, span, warm) = self.loops(clients, shared, window, via).await?;
+        let cpu_after = process_cpu(service_pid);
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
         let mut samples: Vec<Duration> = per_client.into_iter().flatten().collect();
@@ -240,10 +245,33 @@ impl Bench {
                 false,
                 "parallel: own lock each, acquire+release",
                 window,
+                None,
             )
             .await?;
         Ok(Row {
             note: joined("p50/p99: the acquire", &row.note),
+            ..row
+        })
+    }
+
+    /// The parallel loops against the HTTP relay (`--relay-url`) instead of lockwarden.
+    pub async fn relay_parallel(
+        self: &Arc<Self>,
+        clients: usize,
+        window: Duration,
+    ) -> Result<Row, String> {
+        let url = self.args.relay_url.clone().ok_or("no --relay-url")?;
+        let (row, _) = self
+            .throughput(
+                clients,
+                false,
+                "HTTP relay: parallel create+delete over HTTP",
+                window,
+                Some(&url),
+            )
+            .await?;
+        Ok(Row {
+            note: "p50/p99: the create; no lock logic".into(),
             ..row
         })
     }
@@ -260,6 +288,7 @@ impl Bench {
                 true,
                 "contended: one lock, waiting acquire+release",
                 window,
+                None,
             )
             .await?;
         let after = self.handoff_writes().await;

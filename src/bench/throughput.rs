@@ -1,6 +1,6 @@
 //! The yardstick's throughput figures (parallel and contended), measured in interleaved
 //! rounds: each round gives lockwarden, Curator and (for the parallel figure) the raw floor
-//! one short window each, starting with a different side every round, so that a machine
+//! and the HTTP relay one short window each, starting with a different side every round, so that a machine
 //! that gets busier or quieter during the run moves all three alike. The ratios reported are
 //! the median of the rounds' ratios, with their lowest and highest, as for the uncontended
 //! cycle. The rounds share the `--seconds` of a figure. Before them every side runs one
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::curator::Curator;
 use super::scenarios::Bench;
-use super::{median_spread, Ratio, Row};
+use super::{median_spread, Ratio, RelayRatios, Row};
 
 /// What a throughput figure is compared with, besides Curator.
 pub(super) enum Floor {
@@ -37,6 +37,8 @@ enum Side {
     Floor,
     Lockwarden,
     Curator,
+    /// The bare HTTP relay (`--relay-url`): parallel figures only, since it does not wait.
+    Relay,
 }
 
 /// Measures one figure (`shared`: the contended one, else the parallel one) with `clients`.
@@ -57,6 +59,9 @@ pub(super) async fn compare(
     if matches!(floor, Floor::Parallel) {
         sides.push(Side::Floor);
     }
+    if !shared && args.relay_url.is_some() {
+        sides.push(Side::Relay);
+    }
     // One window per side first, not counted, so that every side starts its counted rounds
     // warm whatever ran before this figure: Curator's JIT above all. Without it, a run of
     // the contended figure alone measured Curator colder than a full run, where the parallel
@@ -64,7 +69,8 @@ pub(super) async fn compare(
     for &side in &sides {
         one_window(bench, curator.as_deref_mut(), side, shared, clients, window).await?;
     }
-    let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut floors, mut relays) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         for turn in 0..sides.len() {
             let side = sides[(round + turn) % sides.len()];
@@ -74,6 +80,7 @@ pub(super) async fn compare(
                 (Side::Lockwarden, Some(row)) => ours.push(row),
                 (Side::Curator, Some(row)) => theirs.push(row),
                 (Side::Floor, Some(row)) => floors.push(row),
+                (Side::Relay, Some(row)) => relays.push(row),
             }
         }
     }
@@ -96,6 +103,12 @@ pub(super) async fn compare(
                 .collect(),
         )
     });
+    let relay_rounds: Vec<(f64, f64, f64)> = ours
+        .iter()
+        .zip(&relays)
+        .zip(&floor_rates)
+        .map(|((o, r), f)| (o.per_second, r.per_second, *f))
+        .collect();
     let figure = if shared {
         format!("contended C={clients}, one lock: hand-offs")
     } else {
@@ -112,6 +125,7 @@ pub(super) async fn compare(
         to_curator_spread: to_curator.map(|(_, spread)| spread),
         to_floor: to_floor.0,
         to_floor_spread: Some(to_floor.1),
+        relay: RelayRatios::of_rounds(&relay_rounds),
         note: format!(
             "ratios: median (min–max) of {rounds} interleaved rounds of {:.1} s; floor: {floor_is}; higher is better",
             window.as_secs_f64()
@@ -120,6 +134,7 @@ pub(super) async fn compare(
     let mut rows = vec![median_round(ours, rounds)];
     rows.extend((!theirs.is_empty()).then(|| median_round(theirs, rounds)));
     rows.extend((!floors.is_empty()).then(|| median_round(floors, rounds)));
+    rows.extend((!relays.is_empty()).then(|| median_round(relays, rounds)));
     Ok(Compared { rows, ratio })
 }
 
@@ -144,6 +159,7 @@ async fn one_window(
             None => None,
         },
         Side::Floor => Some(bench.floor_parallel(clients, window).await?),
+        Side::Relay => Some(bench.relay_parallel(clients, window).await?),
     })
 }
 

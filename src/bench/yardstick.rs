@@ -1,0 +1,198 @@
+//! The yardstick: every compared lockwarden figure beside Curator's, the raw floor's and the
+//! bare HTTP relay's (`relay`), each as the median of the rounds' ratios with their spread,
+//! and the table that prints them.
+//!
+//! Three yardsticks, because each answers another question. Curator: is lockwarden faster
+//! than the lock recipe people use today? The raw floor (create+delete in the bench's own
+//! process): how close is it to what ZooKeeper itself allows? The relay (the floor's two
+//! writes behind the same HTTP stack, with no lock logic): how much of the gap to the floor
+//! is the HTTP hop between two processes, which every lock service over HTTP pays, and how
+//! much is lockwarden's own work?
+
+use serde::Serialize;
+
+use super::floor::{Round, Uncontended};
+use super::{Report, Row};
+
+/// One lockwarden figure beside Curator's and the floor's, and the ratios.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    pub figure: String,
+    pub unit: String,
+    pub lockwarden: f64,
+    pub curator: Option<f64>,
+    pub floor: f64,
+    /// lockwarden ÷ Curator (for the uncontended cycle, the median of the rounds' ratios).
+    pub to_curator: Option<f64>,
+    /// The rounds' lowest and highest lockwarden ÷ Curator (uncontended cycle only).
+    pub to_curator_spread: Option<(f64, f64)>,
+    /// lockwarden ÷ floor (for the uncontended cycle, the median of the rounds' ratios).
+    pub to_floor: f64,
+    pub to_floor_spread: Option<(f64, f64)>,
+    /// The relay's figure and the ratios to it, when a relay was measured (`--relay-url`).
+    pub relay: Option<RelayRatios>,
+    pub note: String,
+}
+
+/// A figure of the bare HTTP relay (`lockwarden bench-relay`), measured in the same rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct RelayRatios {
+    /// The relay's own figure (the median round's).
+    pub relay: f64,
+    /// lockwarden ÷ the relay: lockwarden's own work (median of the rounds, and spread).
+    pub to_relay: f64,
+    pub to_relay_spread: (f64, f64),
+    /// The relay ÷ the floor: what the HTTP hop alone costs (median of the rounds, spread).
+    pub relay_to_floor: f64,
+    pub relay_to_floor_spread: (f64, f64),
+}
+
+impl RelayRatios {
+    /// From the rounds' (lockwarden, relay, floor) figures, in the same unit.
+    pub(super) fn of_rounds(rounds: &[(f64, f64, f64)]) -> Option<RelayRatios> {
+        if rounds.is_empty() {
+            return None;
+        }
+        let (to_relay, to_relay_spread) =
+            median_spread(rounds.iter().map(|(ours, relay, _)| ours / relay).collect());
+        let (relay_to_floor, relay_to_floor_spread) = median_spread(
+            rounds
+                .iter()
+                .map(|(_, relay, floor)| relay / floor)
+                .collect(),
+        );
+        Some(RelayRatios {
+            relay: median_spread(rounds.iter().map(|(_, relay, _)| *relay).collect()).0,
+            to_relay,
+            to_relay_spread,
+            relay_to_floor,
+            relay_to_floor_spread,
+        })
+    }
+}
+
+pub(super) fn render_yardstick(report: &Report) -> String {
+    let mut out = String::from(
+        "| figure | lockwarden | Curator | floor | HTTP relay | lockwarden ÷ Curator | lockwarden ÷ floor | lockwarden ÷ relay | relay ÷ floor | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let ratio = |r: Option<f64>, spread: Option<(f64, f64)>| match (r, spread) {
+        (Some(r), Some((lo, hi))) => format!("{r:.2}× ({lo:.2}–{hi:.2})"),
+        (Some(r), None) => format!("{r:.2}×"),
+        (None, _) => "–".into(),
+    };
+    for r in &report.yardstick {
+        let relay = r.relay.as_ref();
+        out.push_str(&format!(
+            "| {} | {:.0} {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
+            r.figure,
+            r.lockwarden,
+            r.unit,
+            r.curator.map_or("–".into(), |c| format!("{c:.0}")),
+            r.floor,
+            relay.map_or("–".into(), |x| format!("{:.0}", x.relay)),
+            ratio(r.to_curator, r.to_curator_spread),
+            ratio(Some(r.to_floor), r.to_floor_spread),
+            ratio(relay.map(|x| x.to_relay), relay.map(|x| x.to_relay_spread)),
+            ratio(
+                relay.map(|x| x.relay_to_floor),
+                relay.map(|x| x.relay_to_floor_spread)
+            ),
+            r.note
+        ));
+    }
+    if let Some(why) = &report.curator_skipped {
+        out.push_str(&format!("\nCurator skipped: {why}\n"));
+    }
+    if report.yardstick.iter().all(|r| r.relay.is_none()) {
+        out.push_str("\nHTTP relay not measured (scripts/bench starts one; --relay-url)\n");
+    }
+    out
+}
+
+/// The median of the rounds' ratios and their lowest and highest.
+pub(super) fn median_spread(mut ratios: Vec<f64>) -> (f64, (f64, f64)) {
+    ratios.retain(|r| r.is_finite());
+    if ratios.is_empty() {
+        return (f64::NAN, (f64::NAN, f64::NAN));
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = if n % 2 == 1 {
+        ratios[n / 2]
+    } else {
+        (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+    };
+    (median, (ratios[0], ratios[n - 1]))
+}
+
+/// The uncontended figures (p50 and p99) beside Curator's, the floor's and the relay's.
+pub(super) fn uncontended_ratios(u: &Uncontended) -> Vec<Ratio> {
+    let pick = |p: (f64, f64), p99: bool| if p99 { p.1 } else { p.0 };
+    [false, true]
+        .into_iter()
+        .map(|p99| {
+            let (to_floor, floor_spread) = median_spread(
+                u.rounds
+                    .iter()
+                    .map(|r| pick(r.lockwarden, p99) / pick(r.floor, p99))
+                    .collect(),
+            );
+            let to_curator = u.curator.as_ref().map(|_| {
+                median_spread(
+                    u.rounds
+                        .iter()
+                        .filter_map(|r| Some(pick(r.lockwarden, p99) / pick(r.curator?, p99)))
+                        .collect(),
+                )
+            });
+            let relay_rounds: Vec<(f64, f64, f64)> = u
+                .rounds
+                .iter()
+                .filter_map(|r: &Round| {
+                    Some((
+                        pick(r.lockwarden, p99),
+                        pick(r.relay?, p99),
+                        pick(r.floor, p99),
+                    ))
+                })
+                .collect();
+            let of = |row: &Row| if p99 { row.p99_us } else { row.p50_us };
+            let floors = u
+                .rounds
+                .iter()
+                .map(|r| pick(r.floor, p99))
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), f| {
+                    (lo.min(f), hi.max(f))
+                });
+            let relay = RelayRatios::of_rounds(&relay_rounds).map(|mut ratios| {
+                // The relay's own figure over all its cycles, like the other columns.
+                if let Some(row) = &u.relay {
+                    ratios.relay = of(row);
+                }
+                ratios
+            });
+            Ratio {
+                figure: format!(
+                    "uncontended acquire+release, {}",
+                    if p99 { "p99" } else { "p50" }
+                ),
+                unit: "µs".into(),
+                lockwarden: of(&u.cycle),
+                curator: u.curator.as_ref().map(of),
+                floor: of(&u.floor),
+                to_curator: to_curator.map(|(r, _)| r),
+                to_curator_spread: to_curator.map(|(_, s)| s),
+                to_floor,
+                to_floor_spread: Some(floor_spread),
+                relay,
+                note: format!(
+                    "ratios: median (min–max) of {} interleaved rounds; lower is better; the floor's {} moved {:.0}–{:.0} µs across the rounds",
+                    u.rounds.len(),
+                    if p99 { "p99" } else { "p50" },
+                    floors.0,
+                    floors.1
+                ),
+            }
+        })
+        .collect()
+}
