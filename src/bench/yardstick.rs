@@ -196,3 +196,32 @@ pub(super) fn uncontended_ratios(u: &Uncontended) -> Vec<Ratio> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{median_spread, RelayRatios};
+
+    #[test]
+    fn the_relay_ratios_are_the_medians_of_the_rounds_ratios() {
+        // (lockwarden, relay, floor) per round, in µs.
+        let rounds = [
+            (1400.0, 1250.0, 1000.0),
+            (1300.0, 1300.0, 1000.0),
+            (1200.0, 1000.0, 800.0),
+        ];
+        let ratios = RelayRatios::of_rounds(&rounds).expect("rounds were measured");
+        assert_eq!(ratios.to_relay, 1.12);
+        assert_eq!(ratios.to_relay_spread, (1.0, 1.2));
+        assert_eq!(ratios.relay_to_floor, 1.25);
+        assert_eq!(ratios.relay_to_floor_spread, (1.25, 1.3));
+        assert_eq!(ratios.relay, 1250.0, "the median round's figure");
+        assert!(RelayRatios::of_rounds(&[]).is_none(), "no relay, no ratios");
+    }
+
+    #[test]
+    fn a_median_of_an_even_count_is_the_mean_of_the_middle_two_and_nan_is_left_out() {
+        assert_eq!(median_spread(vec![4.0, 1.0, 3.0, 2.0]), (2.5, (1.0, 4.0)));
+        assert_eq!(median_spread(vec![f64::NAN, 2.0]), (2.0, (2.0, 2.0)));
+        assert!(median_spread(vec![]).0.is_nan());
+    }
+}
