@@ -20,18 +20,11 @@ use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn counter(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Queue entries made so far: (in a hand-off's write, alone).
 async fn joins(svc: &Service) -> (u64, u64) {
     let text = svc.metrics().await;
     let get = |how| {
-        counter(
+        common::metric_value(
             &text,
             &format!("lockwarden_queue_joins_total{{how=\"{how}\"}}"),
         )
@@ -58,10 +51,6 @@ async fn granted_to(tasks: &mut HashMap<&str, JoinHandle<Value>>, who: &str) -> 
     body
 }
 
-async fn waiters(svc: &Service, name: &str) -> u64 {
-    svc.info(name).await["waiters"].as_u64().unwrap()
-}
-
 /// `a` holds, `b` and `c` wait; `a` hands over to `b` and asks again at once, then `b` and
 /// `c` release as soon as they hold. `a` joins behind `c`, alone or riding on one of those
 /// hand-offs, and the lock goes b, c, a with increasing tokens. Repeated until a join has
@@ -82,7 +71,7 @@ async fn a_caller_asking_again_joins_with_the_next_hand_off_in_order(svc: Servic
         for (i, who) in ["b", "c"].into_iter().enumerate() {
             tasks.insert(who, waiting_acquire(&svc, name, who));
             common::eventually(WAIT, "the waiter queued", || async {
-                waiters(&svc, name).await == i as u64 + 1
+                svc.waiters(name).await == i as u64 + 1
             })
             .await;
         }
@@ -164,7 +153,7 @@ async fn a_busy_lock_serves_everyone_with_joins_riding_on_hand_offs(svc: Service
 
 /// One series of `instance`'s `/metrics`.
 async fn series(instance: &Instance, series: &str) -> u64 {
-    counter(&instance.metrics().await, series)
+    common::metric_value(&instance.metrics().await, series)
 }
 
 /// How many callers wait to join with the next hand-off on `instance`.
@@ -291,7 +280,7 @@ async fn a_caller_outranking_the_queue_joins_at_once_and_goes_first(svc: Service
             }),
         );
         common::eventually(WAIT, "the waiter queued", || async {
-            waiters(&svc, name).await == i as u64 + 1
+            svc.waiters(name).await == i as u64 + 1
         })
         .await;
     }
@@ -314,11 +303,11 @@ async fn a_caller_outranking_the_queue_joins_at_once_and_goes_first(svc: Service
     // Well within the 1 s join window: it did not wait for a hand-off to ride on (had it,
     // it would have joined only once the window ran out, or behind w2 with the next one).
     common::eventually(Duration::from_millis(700), "r queued at once", || async {
-        waiters(&svc, name).await == 2
+        svc.waiters(name).await == 2
     })
     .await;
     assert_eq!(
-        counter(&svc.metrics().await, "lockwarden_queue_joins_waiting"),
+        common::metric_value(&svc.metrics().await, "lockwarden_queue_joins_waiting"),
         0
     );
     for who in ["r", "w2"] {

@@ -35,10 +35,6 @@ fn wait_for(
     })
 }
 
-async fn waiters(svc: &Service, name: &str) -> u64 {
-    svc.info(name).await["waiters"].as_u64().unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_turns_callers_away_with_429_and_leaves_no_node() {
     let svc = Service::zk_with(|args| {
@@ -57,7 +53,7 @@ async fn a_full_queue_turns_callers_away_with_429_and_leaves_no_node() {
         })
         .collect();
     eventually(Duration::from_secs(10), "three waiters", || async {
-        waiters(&svc, "full").await == 3
+        svc.waiters("full").await == 3
     })
     .await;
 
@@ -73,7 +69,7 @@ async fn a_full_queue_turns_callers_away_with_429_and_leaves_no_node() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_many_waiters", "{body}");
     assert_eq!(
-        waiters(&svc, "full").await,
+        svc.waiters("full").await,
         3,
         "the refused caller left the queue"
     );
@@ -135,7 +131,7 @@ async fn an_instance_takes_only_so_many_waiting_calls() {
     }
     for name in ["busy/a", "busy/b"] {
         eventually(Duration::from_secs(10), "a waiter", || async {
-            waiters(&svc, name).await == 1
+            svc.waiters(name).await == 1
         })
         .await;
     }
@@ -148,7 +144,7 @@ async fn an_instance_takes_only_so_many_waiting_calls() {
         .await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(body["error"]["code"], "too_many_waiters");
-    assert_eq!(waiters(&svc, "busy/c").await, 0);
+    assert_eq!(svc.waiters("busy/c").await, 0);
     for waiter in waiting {
         waiter.abort();
     }

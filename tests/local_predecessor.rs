@@ -11,27 +11,16 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{eventually, unique_root, zk, zk_args, Service};
+use common::{unique_root, zk, zk_args, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn wait_for_waiters(svc: &Service, name: &str, n: u64) {
-    eventually(WAIT, &format!("{n} waiters on {name}"), || async {
-        svc.info(name).await["waiters"].as_u64() == Some(n)
-    })
-    .await;
-}
-
 async fn exists_requests(svc: &Service) -> u64 {
     let series = "lockwarden_zookeeper_request_duration_seconds_count{operation=\"exists\"}";
-    svc.metrics()
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
+    svc.metric(series).await
 }
 
 fn waiter(svc: &Arc<Service>, lock: &'static str, who: &str) -> JoinHandle<(StatusCode, Value)> {
@@ -56,7 +45,7 @@ async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver
     let held = svc.must_acquire("chain", "holder", 60_000).await;
     let before = exists_requests(&svc).await;
     let first = waiter(&svc, "chain", "first");
-    wait_for_waiters(&svc, "chain", 1).await;
+    svc.wait_for_waiters("chain", 1).await;
     // This one's client gives up while it waits behind `first`.
     let impatient = reqwest::Client::builder()
         .no_proxy()
@@ -68,16 +57,16 @@ async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver
         .json(&json!({"owner": "leaver", "lease_ms": 60_000, "waiting_ms": 30_000}))
         .send();
     let leaver = tokio::spawn(leaver);
-    wait_for_waiters(&svc, "chain", 2).await;
+    svc.wait_for_waiters("chain", 2).await;
     let third = waiter(&svc, "chain", "third");
-    wait_for_waiters(&svc, "chain", 3).await;
+    svc.wait_for_waiters("chain", 3).await;
     let fourth = waiter(&svc, "chain", "fourth");
-    wait_for_waiters(&svc, "chain", 4).await;
+    svc.wait_for_waiters("chain", 4).await;
     assert!(
         leaver.await.unwrap().is_err(),
         "the leaver's client gave up"
     );
-    wait_for_waiters(&svc, "chain", 3).await;
+    svc.wait_for_waiters("chain", 3).await;
 
     svc.release("chain", held["lease_id"].as_str().unwrap())
         .await;
@@ -104,9 +93,9 @@ async fn a_waiter_behind_a_local_one_goes_on_after_a_hand_off_made_elsewhere() {
     let b = Service::start(zk_args(zk::shared(), &root)).await;
     let held = b.must_acquire("across", "holder", 60_000).await;
     let first = waiter(&a, "across", "first");
-    wait_for_waiters(&a, "across", 1).await;
+    a.wait_for_waiters("across", 1).await;
     let second = waiter(&a, "across", "second");
-    wait_for_waiters(&a, "across", 2).await;
+    a.wait_for_waiters("across", 2).await;
 
     // B hands the lock to A's first waiter, which learns it through its own watch; the
     // second, waiting on it in process, goes on when its call ends.

@@ -113,10 +113,6 @@ fn waiting_acquire(
     })
 }
 
-async fn waiters(svc: &Service, name: &str) -> u64 {
-    svc.info(name).await["waiters"].as_u64().unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_real_traffic_tell_what_happened_and_pass_promtool() {
     let svc = Service::zk_with(|args| args.admin_token = Some(ADMIN.into())).await;
@@ -135,7 +131,7 @@ async fn metrics_after_real_traffic_tell_what_happened_and_pass_promtool() {
         json!({"owner": "second", "lease_ms": 60_000, "waiting_ms": 15_000}),
     );
     eventually(WAIT, "the second caller to wait", || async {
-        waiters(&svc, &lock(1)).await == 1
+        svc.waiters(&lock(1)).await == 1
     })
     .await;
     let (status, _) = svc

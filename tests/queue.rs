@@ -1,5 +1,6 @@
-//! Fair blocking acquire: the queue's order, timeouts, departures, idempotent retries, the
-//! absence of the herd effect, and one global order across instances.
+//! Fair blocking acquire: the queue's order, timeouts, departures, idempotent retries, and
+//! one global order across instances. `queue_wakeups.rs` has whom a release, a crash or an
+//! expiry wakes.
 
 #[macro_use]
 mod common;
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{eventually, unique_root, zk, zk_args, zk_flags, Process, Service};
+use common::{unique_root, zk, zk_args, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -17,17 +18,6 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Each grant as (owner, fencing token, when granted, when its release began).
 type GrantLog = Arc<Mutex<Vec<(String, u64, Instant, Instant)>>>;
-
-async fn waiters(svc: &Service, name: &str) -> u64 {
-    svc.info(name).await["waiters"].as_u64().unwrap()
-}
-
-async fn wait_for_waiters(svc: &Service, name: &str, n: u64) {
-    eventually(WAIT, &format!("{n} waiters on {name}"), || async {
-        waiters(svc, name).await == n
-    })
-    .await;
-}
 
 /// One client: waits for the lock, records when it got it, holds it briefly, releases.
 fn client(
@@ -63,7 +53,7 @@ async fn ten_clients_are_served_one_at_a_time_in_arrival_order(svc: Service) {
             0,
             log.clone(),
         ));
-        wait_for_waiters(&svc, "demo", i + 1).await;
+        svc.wait_for_waiters("demo", i + 1).await;
     }
     svc.release("demo", holder["lease_id"].as_str().unwrap())
         .await;
@@ -102,7 +92,7 @@ async fn waiters_are_served_by_priority_then_arrival(svc: Service) {
             priority,
             log.clone(),
         ));
-        wait_for_waiters(&svc, "prio", i as u64 + 1).await;
+        svc.wait_for_waiters("prio", i as u64 + 1).await;
     }
     assert_eq!(
         svc.info("prio").await["requestor"],
@@ -136,7 +126,7 @@ async fn a_waiter_times_out_and_leaves_nothing_behind(svc: Service) {
     assert_eq!(body["error"]["code"], "wait_timeout");
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(body["lock"]["owner"], "holder");
-    assert_eq!(waiters(&svc, "busy").await, 0);
+    assert_eq!(svc.waiters("busy").await, 0);
 }
 
 async fn a_waiter_whose_client_disconnects_is_removed_at_once(svc: Service) {
@@ -153,7 +143,7 @@ async fn a_waiter_whose_client_disconnects_is_removed_at_once(svc: Service) {
         .send()
         .await;
     assert!(gone.is_err());
-    wait_for_waiters(&svc, "door", 0).await;
+    svc.wait_for_waiters("door", 0).await;
     let (_, released) = svc
         .release("door", held["lease_id"].as_str().unwrap())
         .await;
@@ -172,7 +162,7 @@ async fn a_retried_request_joins_the_running_wait(svc: Service) {
         let (svc, body) = (svc.clone(), body.clone());
         tokio::spawn(async move { svc.acquire("retry", body).await })
     };
-    wait_for_waiters(&svc, "retry", 1).await;
+    svc.wait_for_waiters("retry", 1).await;
     let second = {
         let (svc, body) = (svc.clone(), body.clone());
         tokio::spawn(async move { svc.acquire("retry", body).await })
@@ -184,11 +174,7 @@ async fn a_retried_request_joins_the_running_wait(svc: Service) {
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{mismatch}");
-    assert_eq!(
-        waiters(&svc, "retry").await,
-        1,
-        "a retry never queues twice"
-    );
+    assert_eq!(svc.waiters("retry").await, 1, "a retry never queues twice");
     svc.release("retry", held["lease_id"].as_str().unwrap())
         .await;
     let (s1, b1) = first.await.unwrap();
@@ -222,7 +208,7 @@ fn waiting_acquire(
 
 async fn queue_reads_saved(svc: &Service) -> u64 {
     let text = svc.metrics().await;
-    counter(&text, "lockwarden_queue_reads_saved_total")
+    common::metric_value(&text, "lockwarden_queue_reads_saved_total")
 }
 
 /// Waits for `who`'s acquire to be granted and returns its lease.
@@ -246,7 +232,7 @@ async fn a_release_hands_on_from_the_queue_it_remembers(svc: Service) {
     let mut tasks = HashMap::new();
     for (i, who) in ["a", "b", "c"].into_iter().enumerate() {
         tasks.insert(who, waiting_acquire(&svc, "remembered", who, 0));
-        wait_for_waiters(&svc, "remembered", i as u64 + 1).await;
+        svc.wait_for_waiters("remembered", i as u64 + 1).await;
     }
     svc.release("remembered", &lease).await;
     lease = granted_to(&mut tasks, "a").await;
@@ -275,7 +261,7 @@ async fn a_higher_caller_joining_later_is_not_passed_over(svc: Service) {
     let mut tasks = HashMap::new();
     for (i, who) in ["a", "b"].into_iter().enumerate() {
         tasks.insert(who, waiting_acquire(&svc, "later", who, 1));
-        wait_for_waiters(&svc, "later", i as u64 + 1).await;
+        svc.wait_for_waiters("later", i as u64 + 1).await;
     }
     // A renewal reads the queue and remembers it: [a, b].
     let (status, _) = svc
@@ -283,7 +269,7 @@ async fn a_higher_caller_joining_later_is_not_passed_over(svc: Service) {
         .await;
     assert_eq!(status, StatusCode::OK);
     tasks.insert("d", waiting_acquire(&svc, "later", "d", 3));
-    wait_for_waiters(&svc, "later", 3).await;
+    svc.wait_for_waiters("later", 3).await;
     svc.release("later", top_lease).await;
     let mut lease = granted_to(&mut tasks, "d").await;
     assert!(!tasks["a"].is_finished() && !tasks["b"].is_finished());
@@ -310,7 +296,7 @@ async fn a_waiter_times_out_on_time_behind_a_patient_one(svc: Service) {
             .await
         }
     });
-    wait_for_waiters(&svc, "patient", 1).await;
+    svc.wait_for_waiters("patient", 1).await;
     let hasty = tokio::spawn({
         let svc = svc.clone();
         async move {
@@ -321,7 +307,7 @@ async fn a_waiter_times_out_on_time_behind_a_patient_one(svc: Service) {
             .await
         }
     });
-    wait_for_waiters(&svc, "patient", 2).await;
+    svc.wait_for_waiters("patient", 2).await;
     // A change to the lock while both wait (the in-memory store wakes every waiter on it).
     let (status, _) = svc
         .renew("patient", json!({"lease_id": lease, "lease_ms": 60_000}))
@@ -349,83 +335,6 @@ on_both_stores!(
     a_retried_request_joins_the_running_wait,
 );
 
-fn counter(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Wake-ups so far: (by the record or an in-process hand-off, by a predecessor, by a timer).
-async fn wakeups(svc: &Service) -> (u64, u64, u64) {
-    let text = svc.metrics().await;
-    let get = |cause| {
-        counter(
-            &text,
-            &format!("lockwarden_waiter_wakeups_total{{cause=\"{cause}\"}}"),
-        )
-    };
-    (
-        get("record") + get("handed"),
-        get("predecessor"),
-        get("timer"),
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_release_wakes_one_waiter_not_fifty() {
-    let svc = Arc::new(Service::zk().await);
-    let held = svc.must_acquire("herd", "holder", 120_000).await;
-    let waiters_tasks: Vec<JoinHandle<(StatusCode, Value)>> = (0..50)
-        .map(|i| {
-            let svc = svc.clone();
-            tokio::spawn(async move {
-                svc.acquire(
-                    "herd",
-                    json!({"owner": format!("w{i}"), "lease_ms": 60_000, "waiting_ms": 60_000}),
-                )
-                .await
-            })
-        })
-        .collect();
-    wait_for_waiters(&svc, "herd", 50).await;
-    let before = wakeups(&svc).await;
-    let (status, released) = svc
-        .release("herd", held["lease_id"].as_str().unwrap())
-        .await;
-    assert_eq!(status, StatusCode::OK, "{released}");
-    assert_eq!(
-        released["lock"]["state"], "held",
-        "the release hands over: {released}"
-    );
-    let new_holder = released["lock"]["owner"].as_str().unwrap().to_owned();
-    // The new holder's call returns; the waiter behind it becomes the head and re-arms.
-    eventually(WAIT, "the handoff to complete", || async {
-        let now = wakeups(&svc).await;
-        now.0 > before.0 && now.1 > before.1
-    })
-    .await;
-    let after = wakeups(&svc).await;
-    // The head is signalled by its watch on the record and, as the release ran on this
-    // instance, in-process too: one waiter, at most two signals.
-    assert!(
-        (1..=2).contains(&(after.0 - before.0)),
-        "only the waiter handed the lock woke for it: {before:?} -> {after:?}"
-    );
-    assert_eq!(
-        after.1 - before.1,
-        1,
-        "one waiter woke because the waiter ahead left"
-    );
-    assert_eq!(after.2 - before.2, 0);
-    assert_eq!(svc.info("herd").await["waiters"], 49);
-    for task in &waiters_tasks {
-        task.abort();
-    }
-    assert!(new_holder.starts_with('w'));
-    wait_for_waiters(&svc, "herd", 0).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_on_two_instances_are_served_in_one_global_order() {
     let root = unique_root();
@@ -437,7 +346,7 @@ async fn waiters_on_two_instances_are_served_in_one_global_order() {
     for i in 0..6 {
         let via = if i % 2 == 0 { a.clone() } else { b.clone() };
         clients.push(client(via, "global", format!("c{i}"), 0, log.clone()));
-        wait_for_waiters(&a, "global", i + 1).await;
+        a.wait_for_waiters("global", i + 1).await;
     }
     b.release("global", held["lease_id"].as_str().unwrap())
         .await;
@@ -451,145 +360,4 @@ async fn waiters_on_two_instances_are_served_in_one_global_order() {
         .map(|(who, ..)| who.clone())
         .collect();
     assert_eq!(order, ["c0", "c1", "c2", "c3", "c4", "c5"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_instances_waiters_vanish_with_its_session() {
-    let root = unique_root();
-    let a = Service::start(zk_args(zk::shared(), &root)).await;
-    let held = a.must_acquire("crash", "holder", 60_000).await;
-    let mut b = Process::start(&zk_flags(zk::shared(), &root, &[])).await;
-    let calls: Vec<JoinHandle<()>> = (0..3)
-        .map(|i| {
-            let url = format!("{}/v1/locks/crash/acquire", b.base);
-            tokio::spawn(async move {
-                let body =
-                    json!({"owner": format!("b{i}"), "lease_ms": 60_000, "waiting_ms": 60_000});
-                let _ = common::http_client().post(url).json(&body).send().await;
-            })
-        })
-        .collect();
-    wait_for_waiters(&a, "crash", 3).await;
-    b.kill();
-    for call in calls {
-        call.abort();
-    }
-    wait_for_waiters(&a, "crash", 0).await;
-    let (_, released) = a.release("crash", held["lease_id"].as_str().unwrap()).await;
-    assert_eq!(released["lock"]["state"], "free");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_head_waiter_takes_an_expired_lease_without_any_write_at_expiry() {
-    let svc = Service::zk().await;
-    let held = svc.must_acquire("expiry", "short", 400).await;
-    let expires_at = held["lock"]["expires_at"].as_str().unwrap().to_owned();
-    let (status, body) = svc
-        .acquire(
-            "expiry",
-            json!({"owner": "next", "lease_ms": 60_000, "waiting_ms": 10_000}),
-        )
-        .await;
-    let got_it = lockwarden::model::UnixMillis::now();
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["lock"]["owner"], "next");
-    let expiry =
-        time::OffsetDateTime::parse(&expires_at, &time::format_description::well_known::Rfc3339)
-            .unwrap();
-    let late_ms = got_it.0 - (expiry.unix_timestamp_nanos() / 1_000_000) as i64;
-    eprintln!("the head waiter got the lock {late_ms} ms after the lease ran out");
-    assert!(late_ms >= 0, "not before the lease ran out");
-}
-
-/// Many clients loop through one lock: every grant is real (its release succeeds) and the
-/// fencing tokens of successive grants strictly increase.
-async fn a_busy_lock_never_has_two_holders(svc: Service) {
-    let svc = Arc::new(svc);
-    let tokens = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<JoinHandle<()>> = (0..6)
-        .map(|c| {
-            let (svc, tokens) = (svc.clone(), tokens.clone());
-            tokio::spawn(async move {
-                for round in 0..25 {
-                    let body =
-                        json!({"owner": format!("c{c}"), "lease_ms": 30_000, "waiting_ms": 20_000});
-                    let (status, granted) = svc.acquire("busy-loop", body).await;
-                    assert_eq!(status, StatusCode::OK, "c{c} round {round}: {granted}");
-                    tokens
-                        .lock()
-                        .unwrap()
-                        .push((granted["fencing_token"].as_u64().unwrap(), Instant::now()));
-                    let (status, released) = svc
-                        .release("busy-loop", granted["lease_id"].as_str().unwrap())
-                        .await;
-                    assert_eq!(
-                        status,
-                        StatusCode::OK,
-                        "c{c} round {round}: the grant was real: {released}"
-                    );
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.unwrap();
-    }
-    let mut tokens = tokens.lock().unwrap().clone();
-    tokens.sort_by_key(|(_, at)| *at);
-    assert_eq!(tokens.len(), 150);
-    let mut seen: Vec<u64> = tokens.iter().map(|(t, _)| *t).collect();
-    seen.dedup();
-    assert_eq!(seen.len(), 150, "every grant has its own token");
-}
-
-mod busy {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn on_zookeeper() {
-        super::a_busy_lock_never_has_two_holders(super::common::Service::zk().await).await
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn in_memory() {
-        super::a_busy_lock_never_has_two_holders(super::common::Service::memory().await).await
-    }
-}
-
-/// The same owner may wait on two locks with the same request_id (ids are per lock): each
-/// hand-off reaches the waiter of its own lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_request_id_waiting_on_two_locks_gets_each_lock_right() {
-    let svc = Arc::new(Service::zk().await);
-    let x = svc.must_acquire("twin-x", "holder", 60_000).await;
-    let y = svc.must_acquire("twin-y", "holder", 60_000).await;
-    let wait = |name: &'static str| {
-        let svc = svc.clone();
-        tokio::spawn(async move {
-            svc.acquire(name, json!({"owner": "w", "lease_ms": 60_000, "waiting_ms": 20_000, "request_id": "same"})).await
-        })
-    };
-    let (on_x, on_y) = (wait("twin-x"), wait("twin-y"));
-    wait_for_waiters(&svc, "twin-x", 1).await;
-    wait_for_waiters(&svc, "twin-y", 1).await;
-    svc.release("twin-x", x["lease_id"].as_str().unwrap()).await;
-    let (status, got_x) = on_x.await.unwrap();
-    assert_eq!(status, StatusCode::OK, "{got_x}");
-    assert_eq!(got_x["lock"]["name"], "twin-x");
-    assert_eq!(
-        svc.info("twin-y").await["owner"],
-        "holder",
-        "twin-y is untouched"
-    );
-    svc.release("twin-y", y["lease_id"].as_str().unwrap()).await;
-    let (status, got_y) = on_y.await.unwrap();
-    assert_eq!(status, StatusCode::OK, "{got_y}");
-    assert_eq!(got_y["lock"]["name"], "twin-y");
-    assert_ne!(got_x["lease_id"], got_y["lease_id"]);
-    assert!(
-        svc.validate("twin-x", got_x["fencing_token"].as_u64().unwrap())
-            .await
-    );
-    assert!(
-        svc.validate("twin-y", got_y["fencing_token"].as_u64().unwrap())
-            .await
-    );
 }

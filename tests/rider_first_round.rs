@@ -18,21 +18,14 @@ use serde_json::json;
 /// hand-off would make a client miss it.
 const ALL_SERVED: Duration = Duration::from_secs(25);
 
-async fn series(svc: &Service, series: &str) -> u64 {
-    svc.metrics()
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
-}
-
 async fn carried_joins(svc: &Service) -> u64 {
-    series(svc, "lockwarden_queue_joins_total{how=\"hand_off\"}").await
+    svc.metric("lockwarden_queue_joins_total{how=\"hand_off\"}")
+        .await
 }
 
 async fn multi_reads(svc: &Service) -> u64 {
     let name = "lockwarden_zookeeper_request_duration_seconds_count{operation=\"multi_read\"}";
-    series(svc, name).await
+    svc.metric(name).await
 }
 
 /// `clients` callers loop `rounds` times through `lock`, each asking again as soon as it

@@ -26,13 +26,6 @@ use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn series(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
-}
-
 /// A store on the shared ZooKeeper through `proxy`, sharing multis past one write in flight.
 fn store_via(proxy: &Proxy, metrics: &Metrics) -> ZkStore {
     zk::store_at(proxy.connect_string(), metrics, 1)
@@ -56,7 +49,7 @@ fn marked(mark: u32) -> LockRecord {
 }
 
 fn metric(metrics: &Metrics, series_name: &str) -> u64 {
-    series(&metrics.render(Format::Classic), series_name)
+    common::metric_value(&metrics.render(Format::Classic), series_name)
 }
 
 const ALONE: &str = "lockwarden_zookeeper_record_writes_total{how=\"alone\"}";
@@ -272,7 +265,7 @@ async fn owners_of_their_own_locks_each_hold_theirs_while_writes_share() {
             assert!(info["owner"].is_null(), "own-{i} left held: {info}");
         }
         let text = svc.metrics().await;
-        if series(&text, SHARED) > 0 {
+        if common::metric_value(&text, SHARED) > 0 {
             break;
         }
         assert!(
@@ -311,7 +304,7 @@ async fn a_lost_answer_to_a_shared_multi_is_settled_for_each_write() {
     // One acquire's write holds the slot while the proxy delays its answer; the others queue.
     let tasks: Vec<_> = (0..8).map(|i| acquire(format!("lost-{i}"))).collect();
     eventually(WAIT, "several writes wait to share a multi", || async {
-        series(&instance.metrics().await, WAITING) >= 3
+        common::metric_value(&instance.metrics().await, WAITING) >= 3
     })
     .await;
     proxy.set_mode(Mode::CutAfter {
@@ -345,7 +338,10 @@ async fn a_lost_answer_to_a_shared_multi_is_settled_for_each_write() {
         }
     }
     let text = instance.metrics().await;
-    assert!(series(&text, SHARED) > 0, "writes shared a multi");
+    assert!(
+        common::metric_value(&text, SHARED) > 0,
+        "writes shared a multi"
+    );
 }
 
 /// A write waiting for a slot when its session's connection drops is not sent into the

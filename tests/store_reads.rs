@@ -77,11 +77,7 @@ async fn agree(store: &ZkStore, lock: &str) -> (Option<LockRecord>, Vec<String>)
 fn count(metrics: &Metrics, operation: &str) -> u64 {
     let series =
         format!("lockwarden_zookeeper_request_duration_seconds_count{{operation=\"{operation}\"}}");
-    metrics
-        .render(Format::Classic)
-        .lines()
-        .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
+    common::metric_value(&metrics.render(Format::Classic), &series)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,8 @@ mod release;
 mod waiting;
 
 #[cfg(test)]
+mod handoff_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod waiting_tests;

@@ -1,13 +1,20 @@
-//! Rule-by-rule tests of preemption, queueing and handoff.
+//! Rule-by-rule tests of preemption: who may preempt, the requestor slot, its deadline,
+//! and what a preemptor does when its wait or the holder's cleanup window runs out.
+//! The queue and hand-off rules are tested in `handoff_tests`.
 
 use super::tests::{granted, request, NOW};
 use super::*;
 
-fn waiter(id_key: &str, priority: u32, seq: u64) -> Waiter {
+pub(super) fn waiter(id_key: &str, priority: u32, seq: u64) -> Waiter {
     Waiter::parse(&format!("{}{seq:010}", Waiter::id_prefix(priority, id_key))).unwrap()
 }
 
-fn ticket(owner: &str, priority: u32, waiting_ms: Option<u64>, forceful: bool) -> Ticket {
+pub(super) fn ticket(
+    owner: &str,
+    priority: u32,
+    waiting_ms: Option<u64>,
+    forceful: bool,
+) -> Ticket {
     let mut req = request(owner);
     req.priority = Priority::new(i64::from(priority)).unwrap();
     req.waiting_ms = waiting_ms;
@@ -16,7 +23,7 @@ fn ticket(owner: &str, priority: u32, waiting_ms: Option<u64>, forceful: bool) -
 }
 
 /// A lock held by "h" at priority 1 with the given cleanup window.
-fn held(cleanup_ms: u64) -> LockRecord {
+pub(super) fn held(cleanup_ms: u64) -> LockRecord {
     let (mut record, _) = granted("h", NOW);
     let holder = record.holder.as_mut().unwrap();
     holder.priority = 1;
@@ -25,7 +32,7 @@ fn held(cleanup_ms: u64) -> LockRecord {
     record
 }
 
-fn with_requestor(
+pub(super) fn with_requestor(
     mut record: LockRecord,
     w: &Waiter,
     priority: u32,
@@ -251,203 +258,4 @@ fn a_zero_cleanup_window_hands_over_at_once() {
         ),
         "{decision:?}"
     );
-}
-
-#[test]
-fn an_expired_holder_passes_to_the_head_without_notice() {
-    let w = waiter("p", 2, 1);
-    let me = ticket("p", 2, None, false);
-    let record = with_requestor(held(1000), &w, 2, NOW.plus(1000));
-    let decision = decide_waiting(
-        &record,
-        std::slice::from_ref(&w),
-        &me,
-        &w.id,
-        true,
-        NOW.plus(60_000),
-    );
-    assert!(
-        matches!(decision, WaitDecision::Take { revoked: None, .. }),
-        "{decision:?}"
-    );
-}
-
-#[test]
-fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
-    let unflagged = held(1000);
-    let record = LockRecord {
-        queued: Some(1),
-        ..unflagged.clone()
-    };
-    let (a, b) = (waiter("a", 1, 1), waiter("b", 1, 2));
-    let queue = [a.clone(), b.clone()];
-    let ta = ticket("a", 1, Some(10_000), false);
-    let tb = ticket("b", 1, Some(10_000), false);
-    assert_eq!(
-        decide_waiting(&record, &queue, &ta, &a.id, false, NOW),
-        WaitDecision::Wait {
-            until: Some(NOW.plus(10_000)),
-            watch: Watch::Record
-        }
-    );
-    assert_eq!(
-        decide_waiting(&record, &queue, &tb, &b.id, false, NOW),
-        WaitDecision::Wait {
-            until: Some(NOW.plus(10_000)),
-            watch: Watch::Predecessor(a.id.clone())
-        }
-    );
-    assert_eq!(
-        decide_waiting(&record, &queue, &tb, &b.id, false, NOW.plus(10_000)),
-        WaitDecision::Fail(WaitFailure::WaitTimeout)
-    );
-    assert!(matches!(
-        decide_waiting(&LockRecord::default(), &queue, &ta, &a.id, false, NOW),
-        WaitDecision::Take { revoked: None, .. }
-    ));
-    assert!(matches!(
-        decide_waiting(&LockRecord::default(), &queue, &tb, &b.id, false, NOW),
-        WaitDecision::Wait { .. }
-    ));
-    assert_eq!(
-        decide_waiting(&record, std::slice::from_ref(&b), &ta, &a.id, false, NOW),
-        WaitDecision::Vanished
-    );
-}
-
-#[test]
-fn a_handed_over_waiter_sees_its_grant() {
-    let w = waiter("p", 1, 1);
-    let me = ticket("p", 1, Some(1000), false);
-    let record = handed_to(&me, NOW, None);
-    assert_eq!(
-        decide_waiting(&record, &[], &me, &w.id, false, NOW),
-        WaitDecision::Granted
-    );
-}
-
-#[test]
-fn release_hands_over_to_the_live_requestor_first_then_the_queue_head() {
-    let (record, lease) = granted("h", NOW);
-    let (a, r) = (waiter("a", 9, 1), waiter("r", 5, 2));
-    assert_eq!(
-        decide_release(&record, &[], &lease, NOW),
-        ReleaseDecision::Delete
-    );
-    assert_eq!(
-        decide_release(&record, std::slice::from_ref(&a), &lease, NOW),
-        ReleaseDecision::HandOff { to: a.clone() }
-    );
-    let with_slot = with_requestor(record.clone(), &r, 5, NOW.plus(10));
-    assert_eq!(
-        decide_release(&with_slot, &[a.clone(), r.clone()], &lease, NOW),
-        ReleaseDecision::HandOff { to: r.clone() }
-    );
-    assert_eq!(
-        decide_release(&with_slot, std::slice::from_ref(&a), &lease, NOW),
-        ReleaseDecision::HandOff { to: a.clone() },
-        "a void requestor is skipped"
-    );
-    assert_eq!(
-        decide_force_release(&with_slot, std::slice::from_ref(&r)),
-        ReleaseDecision::HandOff { to: r }
-    );
-}
-
-#[test]
-fn renewal_keeps_the_requestor() {
-    let (record, lease) = granted("h", NOW);
-    let w = waiter("r", 5, 1);
-    let with_slot = with_requestor(record, &w, 5, NOW.plus(10));
-    let RenewDecision::Write(renewed) = decide_renew(&with_slot, &lease, None, NOW.plus(5)) else {
-        panic!()
-    };
-    assert_eq!(renewed.requestor, with_slot.requestor);
-}
-
-#[test]
-fn a_void_requestor_is_replaced_by_a_fresh_round() {
-    let dead = waiter("dead", 2, 1);
-    let me_w = waiter("me", 2, 2);
-    let record = with_requestor(held(1000), &dead, 2, NOW.plus(10));
-    let me = ticket("me", 2, Some(5000), false);
-    let later = NOW.plus(500);
-    let WaitDecision::Register {
-        record: next,
-        first,
-    } = decide_waiting(
-        &record,
-        std::slice::from_ref(&me_w),
-        &me,
-        &me_w.id,
-        false,
-        later,
-    )
-    else {
-        panic!()
-    };
-    assert!(first, "the holder is asked again");
-    assert_eq!(
-        next.requestor.unwrap().cleanup_deadline,
-        Some(NOW.plus(1000)),
-        "from when the call was received"
-    );
-}
-
-#[test]
-fn a_waiter_that_outranks_a_later_holder_starts_its_request_then() {
-    let w = waiter("p", 2, 1);
-    let me = ticket("p", 2, Some(60_000), false);
-    let mut current = held(1000);
-    current.holder.as_mut().unwrap().acquired_at = Some(NOW.plus(5000));
-    let at = NOW.plus(6000);
-    let WaitDecision::Register { record, .. } =
-        decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, at)
-    else {
-        panic!()
-    };
-    let slot = record.requestor.unwrap();
-    assert_eq!(slot.requested_at, at);
-    assert_eq!(slot.cleanup_deadline, Some(at.plus(1000)));
-}
-
-#[test]
-fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
-    let w = waiter("a", 1, 1);
-    let me = ticket("a", 1, Some(10_000), false);
-    let current = held(1000);
-    let WaitDecision::Announce { record } =
-        decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, NOW)
-    else {
-        panic!()
-    };
-    assert_eq!(record.queued, Some(1));
-    assert_eq!(record.holder, current.holder);
-}
-
-#[test]
-fn the_head_takes_an_expired_lock_only_after_the_clock_skew_and_wakes_for_it() {
-    let w = waiter("p", 0, 1);
-    let me = ticket("p", 0, Some(120_000), false);
-    let record = LockRecord {
-        queued: Some(0),
-        ..held(1000)
-    };
-    let queue = std::slice::from_ref(&w);
-    let clock = |now: UnixMillis| Clock {
-        now,
-        max_skew_ms: 700,
-    };
-    let expiry = NOW.plus(60_000);
-    let early = decide_waiting(&record, queue, &me, &w.id, false, clock(expiry));
-    assert_eq!(
-        early,
-        WaitDecision::Wait {
-            until: Some(expiry.plus(700)),
-            watch: Watch::Record
-        },
-        "waits until the lease has ended on every clock"
-    );
-    let late = decide_waiting(&record, queue, &me, &w.id, false, clock(expiry.plus(700)));
-    assert!(matches!(late, WaitDecision::Take { .. }), "{late:?}");
 }

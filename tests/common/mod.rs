@@ -203,6 +203,28 @@ impl Service {
         body
     }
 
+    /// The value of one series of the service's `/metrics` (see [`metric_value`]).
+    pub async fn metric(&self, series: &str) -> u64 {
+        metric_value(&self.metrics().await, series)
+    }
+
+    /// How many callers the lock's info says are queued for it.
+    pub async fn waiters(&self, name: &str) -> u64 {
+        let info = self.info(name).await;
+        info["waiters"]
+            .as_u64()
+            .expect("a lock's info has `waiters`")
+    }
+
+    /// Polls (for up to 20 s) until the lock's info shows `n` queued callers.
+    pub async fn wait_for_waiters(&self, name: &str, n: u64) {
+        let what = format!("{n} waiters on {name}");
+        eventually(Duration::from_secs(20), &what, || async {
+            self.waiters(name).await == n
+        })
+        .await;
+    }
+
     pub async fn validate(&self, name: &str, token: u64) -> bool {
         let (status, body) = self
             .get(&format!(
@@ -235,6 +257,15 @@ pub async fn send(
     let text = response.text().await.unwrap();
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, value)
+}
+
+/// The value of one series (name and labels, as printed) in a `/metrics` text, or 0 when
+/// the series is not there yet.
+pub fn metric_value(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
 }
 
 /// Polls `check` until it returns true or the deadline passes.

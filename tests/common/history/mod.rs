@@ -17,19 +17,20 @@
 //! instance that produced them; the checker converts them (see [`check`]).
 
 pub mod check;
+mod endpoint;
+mod fenced;
 pub mod workload;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use serde_json::{json, Value};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 // Every test binary compiles the harness; most use none of this.
 #[allow(unused_imports)]
 pub use check::{check, Check, CheckConfig, Report};
+#[allow(unused_imports)]
+pub use endpoint::Endpoint;
+#[allow(unused_imports)]
+pub use fenced::{FencedRejection, FencedResource};
 #[allow(unused_imports)]
 pub use workload::{liveness_probe, Workload, WorkloadConfig};
 
@@ -384,192 +385,4 @@ pub fn parse_time_ms(raw: &str) -> Option<i64> {
     let when =
         time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339).ok()?;
     i64::try_from(when.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
-}
-
-/// One instance, as a client sees it: where it is and how to call it.
-#[derive(Clone, Debug)]
-pub struct Endpoint {
-    pub http: reqwest::Client,
-    pub base: String,
-    pub instance: usize,
-    /// The client-side limit of one call; past it the outcome is unknown.
-    pub timeout: Duration,
-    /// Sent as `Authorization: Bearer` (an API token, or the admin token).
-    pub token: Option<String>,
-}
-
-impl Endpoint {
-    /// Makes `call` on `lock` and records it as an op of `client`.
-    pub async fn perform(&self, client: usize, lock: &str, call: Call) -> Op {
-        let path = format!("{}/v1/locks/{}", self.base, lock.replace('/', "%2F"));
-        let request = match &call {
-            Call::Acquire {
-                owner,
-                priority,
-                lease_ms,
-                waiting_ms,
-                forceful,
-                cleanup_ms,
-                request_id,
-                lease_id,
-            } => {
-                let mut body = json!({"owner": owner, "lease_ms": lease_ms, "priority": priority,
-                    "cleanup_ms": cleanup_ms, "waiting_ms": waiting_ms, "forceful": forceful});
-                if let Some(id) = request_id {
-                    body["request_id"] = json!(id);
-                }
-                if let Some(id) = lease_id {
-                    body["lease_id"] = json!(id);
-                }
-                self.http.post(format!("{path}/acquire")).json(&body)
-            }
-            Call::Renew { lease_id, lease_ms } => {
-                let mut body = json!({"lease_id": lease_id});
-                if let Some(ms) = lease_ms {
-                    body["lease_ms"] = json!(ms);
-                }
-                self.http.post(format!("{path}/renew")).json(&body)
-            }
-            Call::Release { lease_id } => self
-                .http
-                .post(format!("{path}/release"))
-                .json(&json!({"lease_id": lease_id})),
-            Call::Validate { fencing_token } => self
-                .http
-                .get(format!("{path}/validate?fencing_token={fencing_token}")),
-            Call::ForceRelease => self.http.delete(path),
-        };
-        let mut request = request.timeout(self.timeout);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let invoke_ms = now_floor_ms();
-        let answer = async {
-            let response = request.send().await?;
-            let status = response.status().as_u16();
-            let text = response.text().await?;
-            Ok::<_, reqwest::Error>((status, text))
-        }
-        .await;
-        let complete_ms = now_ceil_ms();
-        let outcome = match answer {
-            Ok((status, text)) => parse_outcome(status, &text),
-            Err(e) => Outcome {
-                error: Some(if e.is_timeout() {
-                    "timeout".to_owned()
-                } else {
-                    format!("transport: {e}")
-                }),
-                ..Outcome::default()
-            },
-        };
-        Op {
-            id: 0,
-            client,
-            instance: self.instance,
-            lock: lock.to_owned(),
-            call,
-            invoke_ms,
-            complete_ms,
-            outcome,
-        }
-    }
-}
-
-/// The fields that matter of an answer with `status` and body `text`.
-pub fn parse_outcome(status: u16, text: &str) -> Outcome {
-    let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let lock = &body["lock"];
-    let time = |v: &Value| v.as_str().and_then(parse_time_ms);
-    Outcome {
-        status: Some(status),
-        error: body["error"]["code"]
-            .as_str()
-            .map(str::to_owned)
-            .or_else(|| {
-                (status != 200 && body.is_null()).then(|| format!("unparsable body: {text:.80}"))
-            }),
-        acquired: body["acquired"].as_bool(),
-        lease_id: body["lease_id"].as_str().map(str::to_owned),
-        fencing_token: body["fencing_token"]
-            .as_u64()
-            .or_else(|| lock["fencing_token"].as_u64()),
-        expires_at: time(&lock["expires_at"]),
-        acquired_at: time(&lock["acquired_at"]),
-        priority: lock["priority"].as_u64().map(|p| p as u32),
-        current: body["current"].as_bool(),
-    }
-}
-
-/// The resource the locks protect: per lock, it remembers the highest token written and
-/// refuses a write with a lower one.
-#[derive(Debug, Default)]
-pub struct FencedResource {
-    highest: Mutex<HashMap<String, u64>>,
-    writes: AtomicU64,
-    rejections: AtomicU64,
-    /// The first few rejected writes.
-    rejected: Mutex<Vec<FencedRejection>>,
-}
-
-/// A write the fenced resource refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FencedRejection {
-    pub client: usize,
-    pub lock: String,
-    pub token: u64,
-    /// The highest token written before.
-    pub highest: u64,
-    /// When (unix ms, test clock).
-    pub at_ms: i64,
-}
-
-/// How many rejected writes a `FencedResource` describes.
-const REJECTIONS_KEPT: usize = 20;
-
-impl FencedResource {
-    pub fn new() -> FencedResource {
-        FencedResource::default()
-    }
-
-    /// Accepts the write if `token` ≥ the highest token written to `lock` so far.
-    pub fn write(&self, lock: &str, token: u64) -> bool {
-        self.write_by(usize::MAX, lock, token)
-    }
-
-    /// `write`, by `client` (named in the description of a rejection).
-    pub fn write_by(&self, client: usize, lock: &str, token: u64) -> bool {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let mut highest = self.highest.lock().unwrap();
-        let seen = highest.entry(lock.to_owned()).or_insert(0);
-        if token >= *seen {
-            *seen = token;
-            return true;
-        }
-        self.rejections.fetch_add(1, Ordering::Relaxed);
-        let mut rejected = self.rejected.lock().unwrap();
-        if rejected.len() < REJECTIONS_KEPT {
-            rejected.push(FencedRejection {
-                client,
-                lock: lock.to_owned(),
-                token,
-                highest: *seen,
-                at_ms: now_floor_ms(),
-            });
-        }
-        false
-    }
-
-    /// The first few rejected writes.
-    pub fn rejected(&self) -> Vec<FencedRejection> {
-        self.rejected.lock().unwrap().clone()
-    }
-
-    pub fn rejections(&self) -> u64 {
-        self.rejections.load(Ordering::Relaxed)
-    }
-
-    pub fn writes(&self) -> u64 {
-        self.writes.load(Ordering::Relaxed)
-    }
 }

@@ -1,0 +1,215 @@
+//! The checks themselves, one method per [`Check`], run by [`check`](super::check) on the
+//! leases `collect_leases` gathered.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::super::{short, Call};
+use super::{Check, Checker, Lease};
+
+impl<'h> Checker<'h> {
+    /// Check 1.
+    pub(super) fn overlaps(&mut self) {
+        let tolerance = self.config.tolerance_ms;
+        let mut found = Vec::new();
+        for leases in self.leases.values() {
+            for pair in leases.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                let (end, end_op) = a.end();
+                let granted = b.grant.complete_ms;
+                if granted + tolerance >= end || b.priority > a.priority {
+                    continue;
+                }
+                if self.excuse(a, granted, Some(b.token)).is_some() {
+                    continue;
+                }
+                let ends = if end_op.id == a.grant.id {
+                    "its grant's expiry".to_owned()
+                } else {
+                    format!("#{}", end_op.id)
+                };
+                let message = format!(
+                    "lock {}: {} was granted (completed t+{}) while lease {} of {} was live \
+                     until t+{} (set by {ends}): {} ms of overlap",
+                    a.grant.lock,
+                    self.op(b.grant),
+                    self.t(granted),
+                    short(a.lease_id),
+                    self.op(a.grant),
+                    self.t(end),
+                    end - granted
+                );
+                found.push((vec![a.grant, b.grant, end_op], message));
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::Overlap, &ops, message);
+        }
+    }
+
+    /// Check 2.
+    pub(super) fn token_order(&mut self) {
+        let mut found = Vec::new();
+        for leases in self.leases.values() {
+            let mut by_token: BTreeMap<u64, &Lease> = BTreeMap::new();
+            for lease in leases {
+                if let Some(other) = by_token.insert(lease.token, lease) {
+                    found.push((
+                        vec![other.grant, lease.grant],
+                        format!(
+                            "token {} granted twice: {} and {}",
+                            lease.token,
+                            self.op(other.grant),
+                            self.op(lease.grant)
+                        ),
+                    ));
+                }
+            }
+            let mut completed: Vec<&Lease> = leases.iter().collect();
+            completed.sort_by_key(|l| l.grant.complete_ms);
+            let mut invoked: Vec<&Lease> = leases.iter().collect();
+            invoked.sort_by_key(|l| l.grant.invoke_ms);
+            let mut highest: Option<&Lease> = None;
+            let mut next = 0;
+            for b in invoked {
+                while next < completed.len()
+                    && completed[next].grant.complete_ms < b.grant.invoke_ms
+                {
+                    let a = completed[next];
+                    if highest.is_none_or(|h| a.token > h.token) {
+                        highest = Some(a);
+                    }
+                    next += 1;
+                }
+                if let Some(a) = highest.filter(|a| a.token > b.token) {
+                    found.push((
+                        vec![a.grant, b.grant],
+                        format!(
+                            "{} completed before {} was invoked, yet its token is not lower",
+                            self.op(a.grant),
+                            self.op(b.grant)
+                        ),
+                    ));
+                }
+            }
+        }
+        for lease in self.leases.values().flatten() {
+            for &(op, _) in &lease.updates[1..] {
+                if let Some(token) = op.outcome.fencing_token.filter(|&t| t != lease.token) {
+                    found.push((
+                        vec![lease.grant, op],
+                        format!(
+                            "{} answered token {token}, but its lease has token {} ({})",
+                            self.op(op),
+                            lease.token,
+                            self.op(lease.grant)
+                        ),
+                    ));
+                }
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::TokenOrder, &ops, message);
+        }
+    }
+
+    /// Check 3.
+    pub(super) fn stale_validates(&mut self) {
+        let tolerance = self.config.tolerance_ms;
+        let mut found = Vec::new();
+        for op in &self.history.ops {
+            let (Call::Validate { fencing_token }, Some(true)) = (&op.call, op.outcome.current)
+            else {
+                continue;
+            };
+            let Some(leases) = self.leases.get(op.lock.as_str()) else {
+                continue;
+            };
+            let newer = leases
+                .iter()
+                .filter(|l| {
+                    l.token > *fencing_token && l.grant.complete_ms + tolerance < op.invoke_ms
+                })
+                .min_by_key(|l| l.grant.complete_ms);
+            if let Some(newer) = newer {
+                found.push((
+                    vec![newer.grant, op],
+                    format!(
+                        "{} said token {fencing_token} is current, but {} with the higher \
+                         token {} had completed before it",
+                        self.op(op),
+                        self.op(newer.grant),
+                        newer.token
+                    ),
+                ));
+                continue;
+            }
+            let released = leases
+                .iter()
+                .filter(|l| l.token == *fencing_token)
+                .filter_map(|l| l.release)
+                .find(|r| r.outcome.is_ok() && r.complete_ms + tolerance < op.invoke_ms);
+            if let Some(release) = released {
+                found.push((
+                    vec![release, op],
+                    format!(
+                        "{} said token {fencing_token} is current after its release {} was \
+                         acknowledged",
+                        self.op(op),
+                        self.op(release)
+                    ),
+                ));
+            }
+        }
+        for (ops, message) in found {
+            self.violation(Check::StaleValidate, &ops, message);
+        }
+    }
+
+    /// Check 4.
+    pub(super) fn lost_leases(&mut self) {
+        let margin = self.config.renew_margin_ms;
+        let mut found = Vec::new();
+        let by_id: HashMap<(&str, &str), &Lease> = self
+            .leases
+            .values()
+            .flatten()
+            .map(|l| ((l.grant.lock.as_str(), l.lease_id), l))
+            .collect();
+        for op in &self.history.ops {
+            let (Call::Renew { lease_id, .. }, Some(409)) = (&op.call, op.outcome.status) else {
+                continue;
+            };
+            let Some(lease) = by_id.get(&(op.lock.as_str(), lease_id.as_str())) else {
+                continue;
+            };
+            if op.invoke_ms < lease.grant.invoke_ms
+                || lease.release.is_some_and(|r| r.invoke_ms <= op.invoke_ms)
+            {
+                continue;
+            }
+            let (known_end, set_by) = lease.known_expiry(op.invoke_ms);
+            if op.invoke_ms >= known_end - margin {
+                continue;
+            }
+            if self.excuse(lease, op.complete_ms, None).is_some() {
+                continue;
+            }
+            found.push((
+                vec![lease.grant, op],
+                format!(
+                    "{} was refused {} ms before the lease's known end t+{} (set by #{}), \
+                     granted by {}, with no preemption or force release of {} in between",
+                    self.op(op),
+                    known_end - op.invoke_ms,
+                    self.t(known_end),
+                    set_by.id,
+                    self.op(lease.grant),
+                    op.lock
+                ),
+            ));
+        }
+        for (ops, message) in found {
+            self.violation(Check::LostLease, &ops, message);
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! One instance as the workload's clients call it: [`Endpoint::perform`] makes an HTTP call
+//! and records it as an [`Op`], and [`parse_outcome`] reads the fields that matter from an
+//! answer.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{now_ceil_ms, now_floor_ms, parse_time_ms, Call, Op, Outcome};
+
+/// One instance, as a client sees it: where it is and how to call it.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub instance: usize,
+    /// The client-side limit of one call; past it the outcome is unknown.
+    pub timeout: Duration,
+    /// Sent as `Authorization: Bearer` (an API token, or the admin token).
+    pub token: Option<String>,
+}
+
+impl Endpoint {
+    /// Makes `call` on `lock` and records it as an op of `client`.
+    pub async fn perform(&self, client: usize, lock: &str, call: Call) -> Op {
+        let path = format!("{}/v1/locks/{}", self.base, lock.replace('/', "%2F"));
+        let request = match &call {
+            Call::Acquire {
+                owner,
+                priority,
+                lease_ms,
+                waiting_ms,
+                forceful,
+                cleanup_ms,
+                request_id,
+                lease_id,
+            } => {
+                let mut body = json!({"owner": owner, "lease_ms": lease_ms, "priority": priority,
+                    "cleanup_ms": cleanup_ms, "waiting_ms": waiting_ms, "forceful": forceful});
+                if let Some(id) = request_id {
+                    body["request_id"] = json!(id);
+                }
+                if let Some(id) = lease_id {
+                    body["lease_id"] = json!(id);
+                }
+                self.http.post(format!("{path}/acquire")).json(&body)
+            }
+            Call::Renew { lease_id, lease_ms } => {
+                let mut body = json!({"lease_id": lease_id});
+                if let Some(ms) = lease_ms {
+                    body["lease_ms"] = json!(ms);
+                }
+                self.http.post(format!("{path}/renew")).json(&body)
+            }
+            Call::Release { lease_id } => self
+                .http
+                .post(format!("{path}/release"))
+                .json(&json!({"lease_id": lease_id})),
+            Call::Validate { fencing_token } => self
+                .http
+                .get(format!("{path}/validate?fencing_token={fencing_token}")),
+            Call::ForceRelease => self.http.delete(path),
+        };
+        let mut request = request.timeout(self.timeout);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let invoke_ms = now_floor_ms();
+        let answer = async {
+            let response = request.send().await?;
+            let status = response.status().as_u16();
+            let text = response.text().await?;
+            Ok::<_, reqwest::Error>((status, text))
+        }
+        .await;
+        let complete_ms = now_ceil_ms();
+        let outcome = match answer {
+            Ok((status, text)) => parse_outcome(status, &text),
+            Err(e) => Outcome {
+                error: Some(if e.is_timeout() {
+                    "timeout".to_owned()
+                } else {
+                    format!("transport: {e}")
+                }),
+                ..Outcome::default()
+            },
+        };
+        Op {
+            id: 0,
+            client,
+            instance: self.instance,
+            lock: lock.to_owned(),
+            call,
+            invoke_ms,
+            complete_ms,
+            outcome,
+        }
+    }
+}
+
+/// The fields that matter of an answer with `status` and body `text`.
+pub fn parse_outcome(status: u16, text: &str) -> Outcome {
+    let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let lock = &body["lock"];
+    let time = |v: &Value| v.as_str().and_then(parse_time_ms);
+    Outcome {
+        status: Some(status),
+        error: body["error"]["code"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| {
+                (status != 200 && body.is_null()).then(|| format!("unparsable body: {text:.80}"))
+            }),
+        acquired: body["acquired"].as_bool(),
+        lease_id: body["lease_id"].as_str().map(str::to_owned),
+        fencing_token: body["fencing_token"]
+            .as_u64()
+            .or_else(|| lock["fencing_token"].as_u64()),
+        expires_at: time(&lock["expires_at"]),
+        acquired_at: time(&lock["acquired_at"]),
+        priority: lock["priority"].as_u64().map(|p| p as u32),
+        current: body["current"].as_bool(),
+    }
+}
