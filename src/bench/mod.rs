@@ -90,7 +90,7 @@ pub struct BenchArgs {
     pub curator_classpath: Option<String>,
     /// A bare HTTP relay to the same ZooKeeper (`lockwarden bench-relay`, which
     /// `scripts/bench` starts): measured in the same rounds as lockwarden in the uncontended
-    /// and parallel figures, as the floor of any lock service over HTTP.
+    /// and parallel figures: the floor of a service on lockwarden's HTTP stack (uncontended).
     #[arg(long)]
     pub relay_url: Option<String>,
 }

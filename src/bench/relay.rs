@@ -1,11 +1,12 @@
-//! `lockwarden bench-relay`: the floor of any lock service over HTTP, for the bench.
+//! `lockwarden bench-relay`: the floor of a service on lockwarden's HTTP stack, for the bench.
 //!
 //! A bare HTTP server on the service's own stack (axum, hyper, the connection loop of
 //! [`crate::http_server`], a runtime of the same shape) that turns the bench's acquire into
 //! one ZooKeeper create and its release into one delete, through the same client crate as
 //! the raw floor. It keeps no lock, lease, record, queue, metric or log: it is the raw floor
-//! plus the HTTP hop between two processes, which every HTTP lock service pays and which
-//! lockwarden, being one, cannot avoid. So the bench can say how much of lockwarden's gap to
+//! plus the HTTP hop between two processes on lockwarden's own stack, which lockwarden
+//! cannot avoid (a leaner HTTP stack might pay less). In the parallel figure it is a
+//! reference, not a floor: it never puts concurrent writes in one `multi`. So the bench can say how much of lockwarden's gap to
 //! the raw floor is that hop (relay ÷ floor) and how much is lockwarden's own work
 //! (lockwarden ÷ relay).
 //!
