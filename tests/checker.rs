@@ -1,50 +1,15 @@
-//! The history checker: each check fed a hand-built history with a planted violation, a
-//! clean history, the time conversions; and the workload end to end against one instance
-//! in memory and one on ZooKeeper.
+//! The history checker: each lease check fed a hand-built history with a planted violation,
+//! a clean history, the time conversions, the report; and the workload end to end against
+//! one instance in memory and one on ZooKeeper. The token checks are in checker_tokens.rs.
 
 mod common;
 
 use std::time::Duration;
 
+use common::history::hand_built::{acquire, grant, only, run, run_with, L, T};
 use common::history::{
-    check, liveness_probe, Call, Check, CheckConfig, FencedResource, History, Op, Report, Workload,
-    WorkloadConfig,
+    check, liveness_probe, Call, Check, CheckConfig, History, Op, Workload, WorkloadConfig,
 };
-
-/// A realistic unix-ms origin; every hand-built time is `T + something`.
-const T: i64 = 1_760_000_000_000;
-const L: &str = "wl/l0";
-
-fn acquire(client: usize, priority: u32, lease_ms: u64) -> Op {
-    Op::new(
-        client,
-        0,
-        L,
-        Call::acquire(&format!("c{client}"), priority, lease_ms),
-    )
-}
-
-/// A grant answered by instance 0 (offset 0): acquired at `at`, expiring `at + lease`.
-fn grant(client: usize, priority: u32, lease: &str, token: u64, invoke: i64, done: i64) -> Op {
-    acquire(client, priority, 1000)
-        .at(T + invoke, T + done)
-        .granted(lease, token, T + done - 1, T + done - 1 + 1000)
-}
-
-fn run(ops: Vec<Op>) -> Report {
-    run_with(ops, &CheckConfig::default())
-}
-
-fn run_with(ops: Vec<Op>, config: &CheckConfig) -> Report {
-    let report = check(&History::new(ops), config);
-    println!("{report}");
-    report
-}
-
-fn only(report: &Report, check: Check, n: usize) {
-    assert_eq!(report.count(check), n, "{report}");
-    assert_eq!(report.violations.len(), n, "{report}");
-}
 
 #[test]
 fn a_clean_history_passes() {
@@ -235,91 +200,6 @@ fn a_hand_off_written_by_another_instance_uses_that_instance_s_clock() {
 }
 
 #[test]
-fn one_token_for_two_leases_is_found() {
-    let ops = vec![
-        grant(1, 0, "lease-a", 10, 0, 10),
-        Op::new(1, 0, L, Call::release("lease-a"))
-            .at(T + 100, T + 110)
-            .ok(),
-        grant(2, 0, "lease-b", 10, 200, 210),
-    ];
-    let report = run(ops);
-    assert_eq!(report.count(Check::TokenOrder), 1, "{report}");
-    assert!(report.violations[0]
-        .message
-        .contains("token 10 granted twice"));
-}
-
-#[test]
-fn a_later_grant_with_a_lower_token_is_found() {
-    let ops = vec![
-        grant(1, 0, "lease-a", 50, 0, 10),
-        Op::new(1, 0, L, Call::release("lease-a"))
-            .at(T + 100, T + 110)
-            .ok(),
-        grant(2, 0, "lease-b", 40, 200, 210),
-    ];
-    let report = run(ops);
-    assert_eq!(report.count(Check::TokenOrder), 1, "{report}");
-    // Concurrent grants may come in either token order.
-    let ops = vec![
-        grant(1, 0, "lease-a", 50, 0, 300),
-        Op::new(1, 0, L, Call::release("lease-a"))
-            .at(T + 400, T + 410)
-            .ok(),
-        grant(2, 0, "lease-b", 40, 200, 210),
-    ];
-    assert_eq!(run(ops).count(Check::TokenOrder), 0);
-}
-
-#[test]
-fn a_renew_that_shows_another_token_is_found() {
-    let mut renew = Op::new(1, 0, L, Call::renew("lease-a"))
-        .at(T + 100, T + 110)
-        .renewed(T + 1105);
-    renew.outcome.fencing_token = Some(10);
-    assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew.clone()]).is_clean());
-    renew.outcome.fencing_token = Some(11);
-    let report = run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew]);
-    only(&report, Check::TokenOrder, 1);
-    assert!(report.violations[0].message.contains("answered token 11"));
-}
-
-#[test]
-fn a_stale_validate_is_found() {
-    let validate = |at: i64, current: bool| {
-        Op::new(3, 0, L, Call::validate(10))
-            .at(T + at, T + at + 5)
-            .current(current)
-    };
-    // lease-a lapses at 1009; lease-b (token 20) completes at 1100.
-    let base = vec![
-        grant(1, 0, "lease-a", 10, 0, 10),
-        grant(2, 0, "lease-b", 20, 1050, 1100),
-    ];
-    let with = |op: Op| {
-        let mut ops = base.clone();
-        ops.push(op);
-        ops
-    };
-    only(&run(with(validate(1200, true))), Check::StaleValidate, 1);
-    assert!(run(with(validate(1200, false))).is_clean());
-    // Invoked before the newer grant completed: it may have been answered first.
-    assert!(run(with(validate(1080, true))).is_clean());
-    // After its own release was acknowledged.
-    let ops = vec![
-        grant(1, 0, "lease-a", 10, 0, 10),
-        Op::new(1, 0, L, Call::release("lease-a"))
-            .at(T + 300, T + 310)
-            .ok(),
-        validate(400, true),
-    ];
-    let report = run(ops);
-    only(&report, Check::StaleValidate, 1);
-    assert!(report.violations[0].message.contains("after its release"));
-}
-
-#[test]
 fn a_lost_lease_is_found() {
     let renew = |at: i64| {
         Op::new(1, 0, L, Call::renew("lease-a"))
@@ -391,17 +271,6 @@ fn a_lease_granted_twice_is_found() {
     };
     let retry = with_id(grant(1, 0, "lease-a", 10, 100, 110));
     assert!(run(vec![with_id(first), retry]).is_clean());
-}
-
-#[test]
-fn the_fenced_resource_refuses_lower_tokens() {
-    let fenced = FencedResource::new();
-    assert!(fenced.write(L, 5));
-    assert!(fenced.write(L, 7));
-    assert!(fenced.write(L, 7));
-    assert!(!fenced.write(L, 6));
-    assert!(fenced.write("wl/l1", 1));
-    assert_eq!((fenced.writes(), fenced.rejections()), (5, 1));
 }
 
 #[test]

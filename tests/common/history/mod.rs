@@ -19,6 +19,7 @@
 pub mod check;
 mod endpoint;
 mod fenced;
+pub mod hand_built;
 pub mod workload;
 
 use std::fmt;
