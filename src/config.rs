@@ -26,7 +26,7 @@ pub enum Command {
     /// Benchmark a running lockwarden (and the raw ZooKeeper floor beside it).
     Bench(crate::bench::BenchArgs),
     /// For `scripts/bench` only: a bare HTTP relay to ZooKeeper (one create per acquire,
-    /// one delete per release), the floor of any lock service over HTTP.
+    /// one delete per release), the floor of a service on lockwarden's own HTTP stack.
     #[command(hide = true)]
     BenchRelay(crate::bench::relay::RelayArgs),
     #[command(flatten)]
@@ -176,11 +176,17 @@ impl ServeArgs {
     pub fn request_threads(&self) -> usize {
         match self.worker_threads {
             Some(n) => usize::from(n),
-            None => std::thread::available_parallelism()
-                .map_or(1, |n| n.get().saturating_sub(1))
-                .max(1),
+            None => default_request_threads(),
         }
     }
+}
+
+/// The request threads when `--worker-threads` is not given: one less than the CPUs, at
+/// least one.
+pub fn default_request_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .max(1)
 }
 
 /// The cap on `--max-waiters-per-lock`. A queue node's name is about 55 bytes, so a listing

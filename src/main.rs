@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockwarden::config::{Cli, Command, ServeArgs};
+use lockwarden::config::{self, Cli, Command};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a request allocates and frees many small buffers on
@@ -29,10 +29,11 @@ fn main() -> ExitCode {
             builder
         }
         // The relay stands for the HTTP hop of the service, so it runs as the service does by
-        // default.
+        // default. (Not from `ServeArgs`: the service's environment variables are not the
+        // relay's to read, and a bad one would stop it.)
         Command::BenchRelay(_) => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(ServeArgs::defaults().request_threads());
+            builder.worker_threads(config::default_request_threads());
             builder
         }
         // The benchmark's client is one event loop: it shares the machine with the service

@@ -80,8 +80,9 @@ pub struct BenchArgs {
     /// ZooKeeper's process id, to report its CPU time per operation (`shapes` scenario).
     #[arg(long)]
     pub zk_pid: Option<u32>,
-    /// Interleaved rounds of the uncontended cycle (floor, lockwarden and Curator alternating
-    /// in batches); its ratios are the median of the rounds' ratios.
+    /// Interleaved rounds of every compared figure (uncontended, parallel, contended): the
+    /// floor, lockwarden, Curator and the relay take turns, and the ratios are the median of
+    /// the rounds' ratios (of an even count, the mean of the middle two).
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
     /// The class path of `CuratorBench` and Curator's jars: measures Curator's
@@ -188,6 +189,8 @@ pub struct Report {
     pub yardstick: Vec<Ratio>,
     /// Why Curator is missing, if it is.
     pub curator_skipped: Option<String>,
+    /// Why the HTTP relay is missing from the uncontended and parallel figures, if it is.
+    pub relay_skipped: Option<String>,
 }
 
 /// Runs the chosen scenarios, prints the table and the JSON, and returns the rows.
@@ -197,6 +200,11 @@ pub async fn run(args: BenchArgs) -> Result<Vec<Row>, String> {
 
 /// Runs the chosen scenarios, prints the tables and the JSON, and returns what it measured.
 pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
+    if args.relay_url.is_some() && !args.also_url.is_empty() {
+        // The relay is one process: beside several instances, lockwarden ÷ relay would
+        // compare their sum with one of them.
+        return Err("--relay-url measures one instance against one relay: leave out --also-url or --relay-url".into());
+    }
     let bench = std::sync::Arc::new(scenarios::Bench::new(&args).await?);
     let mut report = Report::default();
     let rows = &mut report.rows;
@@ -214,6 +222,11 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
         }
         _ => None,
     };
+    if args.relay_url.is_none() && (wants("uncontended") || wants("parallel")) {
+        report.relay_skipped = Some(
+            "no --relay-url (scripts/bench starts `lockwarden bench-relay` and passes it)".into(),
+        );
+    }
     let floor = bench.floor_sequential().await?;
     let floor_p50 = floor.p50_us;
     let floor_p99 = floor.p99_us;

@@ -38,23 +38,40 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, Args)]
 pub struct RelayArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8081")]
+    /// Address to listen on: a loopback address, since the relay has no access control.
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = loopback_address)]
     pub listen: SocketAddr,
     /// The ZooKeeper to relay to (host:port).
     #[arg(long)]
     pub zk: String,
 }
 
-/// Serves the relay on `--listen` until `shutdown` completes.
+/// The relay's `--listen`: a socket address on loopback, refused before anything binds.
+fn loopback_address(text: &str) -> Result<SocketAddr, String> {
+    let address: SocketAddr = text
+        .parse()
+        .map_err(|e| format!("not a socket address: {e}"))?;
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "{} is not a loopback address: the relay is for benchmarks on this machine",
+            address.ip()
+        ));
+    }
+    Ok(address)
+}
+
+/// Serves the relay on `--listen` until `shutdown` completes. It connects to ZooKeeper
+/// before it listens, so that a caller who waits for the port finds a relay that can serve.
 pub async fn serve(
     args: RelayArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    let client = connect(&args.zk).await?;
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    serve_on(listener, &args.zk, shutdown).await
+    serve_with(listener, client, shutdown).await;
+    Ok(())
 }
 
 /// Serves the relay on `listener`, relaying to the ZooKeeper at `zk`, until `shutdown`.
@@ -63,13 +80,27 @@ pub async fn serve_on(
     zk: &str,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    let client = connect(zk).await?;
+    serve_with(listener, client, shutdown).await;
+    Ok(())
+}
+
+/// A session to the ZooKeeper at `zk`, with the relay's parent node in place.
+async fn connect(zk: &str) -> Result<zk::Client, String> {
     let client = zk::Client::connect(zk)
         .await
         .map_err(|e| format!("connecting to ZooKeeper at {zk}: {e}"))?;
     match client.create(ROOT, b"", &options()).await {
-        Ok(_) | Err(zk::Error::NodeExists) => {}
-        Err(e) => return Err(format!("creating {ROOT}: {e}")),
+        Ok(_) | Err(zk::Error::NodeExists) => Ok(client),
+        Err(e) => Err(format!("creating {ROOT}: {e}")),
     }
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    client: zk::Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
     let app = Router::new()
         .route("/v1/locks/{name}/acquire", post(acquire))
         .route("/v1/locks/{name}/release", post(release))
@@ -79,7 +110,6 @@ pub async fn serve_on(
         read_timeout: Duration::from_secs(10),
     };
     http_server::run(listener, app, limits, shutdown).await;
-    Ok(())
 }
 
 fn options() -> zk::CreateOptions<'static> {
@@ -118,5 +148,28 @@ async fn release(State(client): State<zk::Client>, Path(name): Path<String>, _: 
         Ok(Ok(())) => json("{}".into()),
         Ok(Err(zk::Error::NoNode)) => StatusCode::NOT_FOUND.into_response(),
         _ => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_address;
+
+    #[test]
+    fn the_relay_listens_on_loopback_only() {
+        assert!(loopback_address("127.0.0.1:8081").is_ok());
+        assert!(loopback_address("127.3.2.1:0").is_ok());
+        assert!(loopback_address("[::1]:8081").is_ok());
+        for refused in ["0.0.0.0:8081", "[::]:8081", "10.1.2.3:8081", "192.0.2.7:80"] {
+            let error = loopback_address(refused).expect_err(refused);
+            assert!(
+                error.contains("not a loopback address"),
+                "{refused}: {error}"
+            );
+        }
+        assert!(
+            loopback_address("localhost:8081").is_err(),
+            "an address, not a name"
+        );
     }
 }

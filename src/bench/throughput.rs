@@ -1,7 +1,8 @@
 //! The yardstick's throughput figures (parallel and contended), measured in interleaved
 //! rounds: each round gives lockwarden, Curator and (for the parallel figure) the raw floor
-//! and the HTTP relay one short window each, starting with a different side every round, so that a machine
-//! that gets busier or quieter during the run moves all three alike. The ratios reported are
+//! and the HTTP relay one short window each, starting with a different side every round, so
+//! that a machine that gets busier or quieter during the run moves every side alike. The
+//! ratios reported are
 //! the median of the rounds' ratios, with their lowest and highest, as for the uncontended
 //! cycle. The rounds share the `--seconds` of a figure. Before them every side runs one
 //! window that is not counted (a warm-up), so a figure takes one round longer than its
@@ -103,12 +104,14 @@ pub(super) async fn compare(
                 .collect(),
         )
     });
-    let relay_rounds: Vec<(f64, f64, f64)> = ours
+    let relay_rounds: Vec<(f64, f64)> = ours
         .iter()
         .zip(&relays)
-        .zip(&floor_rates)
-        .map(|((o, r), f)| (o.per_second, r.per_second, *f))
+        .map(|(o, r)| (o.per_second, r.per_second))
         .collect();
+    // The relay is compared only with a floor of its own shape (C in flight, same rounds).
+    let relay_floors = matches!(floor, Floor::Parallel).then_some(floor_rates.as_slice());
+    let relay = RelayRatios::of_rounds(&relay_rounds, relay_floors);
     let figure = if shared {
         format!("contended C={clients}, one lock: hand-offs")
     } else {
@@ -125,7 +128,7 @@ pub(super) async fn compare(
         to_curator_spread: to_curator.map(|(_, spread)| spread),
         to_floor: to_floor.0,
         to_floor_spread: Some(to_floor.1),
-        relay: RelayRatios::of_rounds(&relay_rounds),
+        relay,
         note: format!(
             "ratios: median (min–max) of {rounds} interleaved rounds of {:.1} s; floor: {floor_is}; higher is better",
             window.as_secs_f64()
@@ -170,8 +173,9 @@ fn floor_name(floor: &Floor, clients: usize) -> String {
     }
 }
 
-/// The row of the round whose rate is the median (the lower middle one for an even count),
-/// noting the rounds' range.
+/// The row of the round whose rate is the median, noting the rounds' range. Of an even count
+/// it is the lower middle round, since a row is one round's; the yardstick's figures take the
+/// mean of the middle two (`median_spread`).
 fn median_round(mut rows: Vec<Row>, rounds: usize) -> Row {
     rows.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
     let (low, high) = (rows[0].per_second, rows[rows.len() - 1].per_second);

@@ -5,9 +5,14 @@
 //! Three yardsticks, because each answers another question. Curator: is lockwarden faster
 //! than the lock recipe people use today? The raw floor (create+delete in the bench's own
 //! process): how close is it to what ZooKeeper itself allows? The relay (the floor's two
-//! writes behind the same HTTP stack, with no lock logic): how much of the gap to the floor
-//! is the HTTP hop between two processes, which every lock service over HTTP pays, and how
-//! much is lockwarden's own work?
+//! writes behind lockwarden's own HTTP stack, with no lock logic): how much of the gap to the
+//! floor is the HTTP hop between two processes on that stack, and how much is lockwarden's
+//! own work?
+//!
+//! Every figure and ratio here is a median over the rounds, and for an even count of rounds
+//! the mean of the middle two ([`median_spread`]). The table's rows are whole rounds, so a
+//! row stands for the lower middle one of an even count; its figure can then differ a little
+//! from the yardstick's.
 
 use serde::Serialize;
 
@@ -37,36 +42,44 @@ pub struct Ratio {
 /// A figure of the bare HTTP relay (`lockwarden bench-relay`), measured in the same rounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct RelayRatios {
-    /// The relay's own figure (the median round's).
+    /// The relay's own figure: the median of the rounds' (of an even count, the mean of the
+    /// middle two).
     pub relay: f64,
     /// lockwarden ÷ the relay: lockwarden's own work (median of the rounds, and spread).
     pub to_relay: f64,
     pub to_relay_spread: (f64, f64),
     /// The relay ÷ the floor: what the HTTP hop alone costs (median of the rounds, spread).
-    pub relay_to_floor: f64,
-    pub relay_to_floor_spread: (f64, f64),
+    /// `None` when no floor of the same shape was measured in the rounds: a parallel figure
+    /// without the `floor` scenario has only the sequential floor, and the relay's C clients
+    /// against one sequential caller would say nothing about the hop.
+    pub relay_to_floor: Option<f64>,
+    pub relay_to_floor_spread: Option<(f64, f64)>,
 }
 
 impl RelayRatios {
-    /// From the rounds' (lockwarden, relay, floor) figures, in the same unit.
-    pub(super) fn of_rounds(rounds: &[(f64, f64, f64)]) -> Option<RelayRatios> {
+    /// From the rounds' (lockwarden, relay) figures, in the same unit, and the floor of each
+    /// round when one of the same shape was measured in them.
+    pub(super) fn of_rounds(rounds: &[(f64, f64)], floors: Option<&[f64]>) -> Option<RelayRatios> {
         if rounds.is_empty() {
             return None;
         }
         let (to_relay, to_relay_spread) =
-            median_spread(rounds.iter().map(|(ours, relay, _)| ours / relay).collect());
-        let (relay_to_floor, relay_to_floor_spread) = median_spread(
-            rounds
-                .iter()
-                .map(|(_, relay, floor)| relay / floor)
-                .collect(),
-        );
+            median_spread(rounds.iter().map(|(ours, relay)| ours / relay).collect());
+        let to_floor = floors.map(|floors| {
+            median_spread(
+                rounds
+                    .iter()
+                    .zip(floors)
+                    .map(|((_, relay), floor)| relay / floor)
+                    .collect(),
+            )
+        });
         Some(RelayRatios {
-            relay: median_spread(rounds.iter().map(|(_, relay, _)| *relay).collect()).0,
+            relay: median_spread(rounds.iter().map(|(_, relay)| *relay).collect()).0,
             to_relay,
             to_relay_spread,
-            relay_to_floor,
-            relay_to_floor_spread,
+            relay_to_floor: to_floor.map(|(median, _)| median),
+            relay_to_floor_spread: to_floor.map(|(_, spread)| spread),
         })
     }
 }
@@ -94,8 +107,8 @@ pub(super) fn render_yardstick(report: &Report) -> String {
             ratio(Some(r.to_floor), r.to_floor_spread),
             ratio(relay.map(|x| x.to_relay), relay.map(|x| x.to_relay_spread)),
             ratio(
-                relay.map(|x| x.relay_to_floor),
-                relay.map(|x| x.relay_to_floor_spread)
+                relay.and_then(|x| x.relay_to_floor),
+                relay.and_then(|x| x.relay_to_floor_spread)
             ),
             r.note
         ));
@@ -103,8 +116,8 @@ pub(super) fn render_yardstick(report: &Report) -> String {
     if let Some(why) = &report.curator_skipped {
         out.push_str(&format!("\nCurator skipped: {why}\n"));
     }
-    if report.yardstick.iter().all(|r| r.relay.is_none()) {
-        out.push_str("\nHTTP relay not measured (scripts/bench starts one; --relay-url)\n");
+    if let Some(why) = &report.relay_skipped {
+        out.push_str(&format!("\nHTTP relay skipped: {why}\n"));
     }
     out
 }
@@ -145,17 +158,12 @@ pub(super) fn uncontended_ratios(u: &Uncontended) -> Vec<Ratio> {
                         .collect(),
                 )
             });
-            let relay_rounds: Vec<(f64, f64, f64)> = u
-                .rounds
+            let with_relay: Vec<&Round> = u.rounds.iter().filter(|r| r.relay.is_some()).collect();
+            let relay_rounds: Vec<(f64, f64)> = with_relay
                 .iter()
-                .filter_map(|r: &Round| {
-                    Some((
-                        pick(r.lockwarden, p99),
-                        pick(r.relay?, p99),
-                        pick(r.floor, p99),
-                    ))
-                })
+                .filter_map(|r| Some((pick(r.lockwarden, p99), pick(r.relay?, p99))))
                 .collect();
+            let relay_floors: Vec<f64> = with_relay.iter().map(|r| pick(r.floor, p99)).collect();
             let of = |row: &Row| if p99 { row.p99_us } else { row.p50_us };
             let floors = u
                 .rounds
@@ -164,7 +172,7 @@ pub(super) fn uncontended_ratios(u: &Uncontended) -> Vec<Ratio> {
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), f| {
                     (lo.min(f), hi.max(f))
                 });
-            let relay = RelayRatios::of_rounds(&relay_rounds).map(|mut ratios| {
+            let relay = RelayRatios::of_rounds(&relay_rounds, Some(&relay_floors)).map(|mut ratios| {
                 // The relay's own figure over all its cycles, like the other columns.
                 if let Some(row) = &u.relay {
                     ratios.relay = of(row);
@@ -203,19 +211,32 @@ mod tests {
 
     #[test]
     fn the_relay_ratios_are_the_medians_of_the_rounds_ratios() {
-        // (lockwarden, relay, floor) per round, in µs.
-        let rounds = [
-            (1400.0, 1250.0, 1000.0),
-            (1300.0, 1300.0, 1000.0),
-            (1200.0, 1000.0, 800.0),
-        ];
-        let ratios = RelayRatios::of_rounds(&rounds).expect("rounds were measured");
+        // (lockwarden, relay) per round, in µs, and the floor of each round.
+        let rounds = [(1400.0, 1250.0), (1300.0, 1300.0), (1200.0, 1000.0)];
+        let floors = [1000.0, 1000.0, 800.0];
+        let ratios = RelayRatios::of_rounds(&rounds, Some(&floors)).expect("rounds were measured");
         assert_eq!(ratios.to_relay, 1.12);
         assert_eq!(ratios.to_relay_spread, (1.0, 1.2));
-        assert_eq!(ratios.relay_to_floor, 1.25);
-        assert_eq!(ratios.relay_to_floor_spread, (1.25, 1.3));
+        assert_eq!(ratios.relay_to_floor, Some(1.25));
+        assert_eq!(ratios.relay_to_floor_spread, Some((1.25, 1.3)));
         assert_eq!(ratios.relay, 1250.0, "the median round's figure");
-        assert!(RelayRatios::of_rounds(&[]).is_none(), "no relay, no ratios");
+        assert!(
+            RelayRatios::of_rounds(&[], Some(&[])).is_none(),
+            "no relay, no ratios"
+        );
+    }
+
+    #[test]
+    fn without_a_floor_of_the_same_shape_the_relay_has_no_ratio_to_it() {
+        let ratios = RelayRatios::of_rounds(&[(900.0, 600.0), (1000.0, 800.0)], None)
+            .expect("rounds were measured");
+        assert_eq!(
+            ratios.to_relay, 1.375,
+            "the mean of the middle two of an even count"
+        );
+        assert_eq!(ratios.relay, 700.0);
+        assert_eq!(ratios.relay_to_floor, None);
+        assert_eq!(ratios.relay_to_floor_spread, None);
     }
 
     #[test]
