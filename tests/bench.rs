@@ -31,7 +31,21 @@ async fn every_scenario_runs_and_reports() {
     .await;
     let mut args = BenchArgs::quick(svc.base.clone(), zk::shared().connect_string());
     args.service_pid = Some(std::process::id());
-    let rows = run(args).await.expect("the benchmark runs");
+    args.relay_url = Some(start_relay().await);
+    let report = run_report(args).await.expect("the benchmark runs");
+    // With the `floor` scenario the parallel floor takes its turn in the rounds, and the
+    // relay is compared with it.
+    let parallel: Vec<_> = report
+        .yardstick
+        .iter()
+        .filter(|r| r.figure.starts_with("parallel"))
+        .collect();
+    assert_eq!(parallel.len(), 2, "C=1 and C=4: {parallel:?}");
+    for ratio in parallel {
+        let relay = ratio.relay.as_ref().expect("the relay was measured");
+        assert!(relay.relay_to_floor.is_some_and(|r| r > 0.0), "{ratio:?}");
+    }
+    let rows = report.rows;
     for scenario in [
         "floor",
         "uncontended",
@@ -314,15 +328,22 @@ async fn the_relay_binary_listens_on_loopback_only_once_zookeeper_answers() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let name = format!("relay-bin-{}", uuid::Uuid::new_v4().simple());
-    let acquired = http_client()
-        .post(format!("http://127.0.0.1:{port}/v1/locks/{name}/acquire"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let http = http_client();
+    let post = |action: &str| {
+        http.post(format!("http://127.0.0.1:{port}/v1/locks/{name}/{action}"))
+            .body("{}")
+            .send()
+    };
+    let acquired = post("acquire").await.unwrap();
     assert_eq!(
         acquired.status(),
         StatusCode::OK,
         "served at its first answer"
+    );
+    let released = post("release").await.unwrap();
+    assert_eq!(
+        released.status(),
+        StatusCode::OK,
+        "its node is not left behind"
     );
 }

@@ -80,9 +80,10 @@ pub struct BenchArgs {
     /// ZooKeeper's process id, to report its CPU time per operation (`shapes` scenario).
     #[arg(long)]
     pub zk_pid: Option<u32>,
-    /// Interleaved rounds of every compared figure (uncontended, parallel, contended): the
-    /// floor, lockwarden, Curator and the relay take turns, and the ratios are the median of
-    /// the rounds' ratios (of an even count, the mean of the middle two).
+    /// Interleaved rounds of every compared figure (uncontended, parallel, contended):
+    /// lockwarden and Curator take turns with the floor (uncontended; parallel with the
+    /// `floor` scenario) and the relay (uncontended and parallel), and the ratios are the
+    /// median of the rounds' ratios (of an even count, the mean of the middle two).
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
     /// The class path of `CuratorBench` and Curator's jars: measures Curator's
@@ -224,7 +225,7 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     };
     if args.relay_url.is_none() && (wants("uncontended") || wants("parallel")) {
         report.relay_skipped = Some(
-            "no --relay-url (scripts/bench starts `lockwarden bench-relay` and passes it)".into(),
+            "no --relay-url (`lockwarden bench-relay` is one; scripts/bench starts it unless RELAY=0)".into(),
         );
     }
     let floor = bench.floor_sequential().await?;

@@ -2,11 +2,11 @@
 //! rounds: each round gives lockwarden, Curator and (for the parallel figure) the raw floor
 //! and the HTTP relay one short window each, starting with a different side every round, so
 //! that a machine that gets busier or quieter during the run moves every side alike. The
-//! ratios reported are
-//! the median of the rounds' ratios, with their lowest and highest, as for the uncontended
-//! cycle. The rounds share the `--seconds` of a figure. Before them every side runs one
-//! window that is not counted (a warm-up), so a figure takes one round longer than its
-//! `--seconds`.
+//! ratios reported are the median of the rounds' ratios, with their lowest and highest, as
+//! for the uncontended cycle. The parallel floor takes its turn only when the `floor`
+//! scenario runs; otherwise the sequential floor measured first stands in for it. The rounds
+//! share the `--seconds` of a figure. Before them every side runs one window that is not
+//! counted (a warm-up), so a figure takes one round longer than its `--seconds`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,10 +9,12 @@
 //! floor is the HTTP hop between two processes on that stack, and how much is lockwarden's
 //! own work?
 //!
-//! Every figure and ratio here is a median over the rounds, and for an even count of rounds
-//! the mean of the middle two ([`median_spread`]). The table's rows are whole rounds, so a
-//! row stands for the lower middle one of an even count; its figure can then differ a little
-//! from the yardstick's.
+//! Every ratio here is the median of the rounds' ratios, and for an even count of rounds the
+//! mean of the middle two ([`median_spread`]). So are the throughput figures; a throughput
+//! row of the results table is one whole round, the lower middle one of an even count, so its
+//! figure can differ a little from the yardstick's. The uncontended figures (lockwarden's,
+//! Curator's, the floor's and the relay's p50 and p99) are over all of their cycles, like
+//! their rows.
 
 use serde::Serialize;
 
@@ -42,8 +44,8 @@ pub struct Ratio {
 /// A figure of the bare HTTP relay (`lockwarden bench-relay`), measured in the same rounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct RelayRatios {
-    /// The relay's own figure: the median of the rounds' (of an even count, the mean of the
-    /// middle two).
+    /// The relay's own figure: for throughput, the median of the rounds' (of an even count,
+    /// the mean of the middle two); for the uncontended cycle, over all of its cycles.
     pub relay: f64,
     /// lockwarden ÷ the relay: lockwarden's own work (median of the rounds, and spread).
     pub to_relay: f64,
