@@ -5,10 +5,10 @@
 //! one ZooKeeper create and its release into one delete, through the same client crate as
 //! the raw floor. It keeps no lock, lease, record, queue, metric or log: it is the raw floor
 //! plus the HTTP hop between two processes on lockwarden's own stack, which lockwarden
-//! cannot avoid (a leaner HTTP stack might pay less). In the parallel figure it is a
-//! reference, not a floor: it never puts concurrent writes in one `multi`. So the bench can say how much of lockwarden's gap to
-//! the raw floor is that hop (relay ÷ floor) and how much is lockwarden's own work
-//! (lockwarden ÷ relay).
+//! cannot avoid (a leaner HTTP stack might pay less). So the bench can say how much of
+//! lockwarden's gap to the raw floor is that hop (relay ÷ floor) and how much is lockwarden's
+//! own work (lockwarden ÷ relay). In the parallel figure it is a reference, not a floor: it
+//! never puts concurrent writes in one `multi`.
 //!
 //! It speaks just enough of the API for the bench's measuring client:
 //! `POST /v1/locks/{name}/acquire` creates `/lockwarden-bench-relay/{name}` (400 bytes, like

@@ -160,12 +160,15 @@ pub(super) fn uncontended_ratios(u: &Uncontended) -> Vec<Ratio> {
                         .collect(),
                 )
             });
-            let with_relay: Vec<&Round> = u.rounds.iter().filter(|r| r.relay.is_some()).collect();
-            let relay_rounds: Vec<(f64, f64)> = with_relay
+            // (lockwarden, relay) and the floor, of the rounds that measured the relay.
+            let (relay_rounds, relay_floors): (Vec<(f64, f64)>, Vec<f64>) = u
+                .rounds
                 .iter()
-                .filter_map(|r| Some((pick(r.lockwarden, p99), pick(r.relay?, p99))))
-                .collect();
-            let relay_floors: Vec<f64> = with_relay.iter().map(|r| pick(r.floor, p99)).collect();
+                .filter_map(|r: &Round| {
+                    let relay = pick(r.relay?, p99);
+                    Some(((pick(r.lockwarden, p99), relay), pick(r.floor, p99)))
+                })
+                .unzip();
             let of = |row: &Row| if p99 { row.p99_us } else { row.p50_us };
             let floors = u
                 .rounds

@@ -307,19 +307,17 @@ async fn recovery(cluster: &Cluster, within: Duration) -> Option<i64> {
     let deadline = Instant::now() + within;
     cluster.ensemble.wait_serving(within).await;
     let http = super::http_client();
+    let post = |url: &str, name: &str, action: &str, body: &serde_json::Value| {
+        http.post(format!("{url}/v1/locks/{}/{action}", super::encode(name)))
+            .json(body)
+            .timeout(Duration::from_secs(5))
+            .send()
+    };
     'again: while Instant::now() < deadline {
         for (i, url) in cluster.urls().iter().enumerate() {
             let name = format!("probe/i{i}");
             let body = serde_json::json!({"owner": "probe", "lease_ms": 2000, "waiting_ms": 3000});
-            let answer = http
-                .post(format!(
-                    "{url}/v1/locks/{}/acquire",
-                    name.replace('/', "%2F")
-                ))
-                .json(&body)
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await;
+            let answer = post(url, &name, "acquire", &body).await;
             let granted = match answer {
                 Ok(response) if response.status().is_success() => {
                     response.json::<serde_json::Value>().await.ok()
@@ -335,15 +333,7 @@ async fn recovery(cluster: &Cluster, within: Duration) -> Option<i64> {
             // retry until the service answers it.
             let release = serde_json::json!({"lease_id": granted["lease_id"]});
             loop {
-                let answer = http
-                    .post(format!(
-                        "{url}/v1/locks/{}/release",
-                        name.replace('/', "%2F")
-                    ))
-                    .json(&release)
-                    .timeout(Duration::from_secs(5))
-                    .send()
-                    .await;
+                let answer = post(url, &name, "release", &release).await;
                 let settled = answer.is_ok_and(|r| !r.status().is_server_error());
                 if settled || Instant::now() >= deadline {
                     break;
