@@ -11,32 +11,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::waiting::{granted, queued};
 use common::{unique_root, zk, zk_args, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tokio::task::JoinHandle;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 async fn exists_requests(svc: &Service) -> u64 {
     let series = "lockwarden_zookeeper_request_duration_seconds_count{operation=\"exists\"}";
     svc.metric(series).await
-}
-
-fn waiter(svc: &Arc<Service>, lock: &'static str, who: &str) -> JoinHandle<(StatusCode, Value)> {
-    let svc = svc.clone();
-    let body = json!({"owner": who, "lease_ms": 60_000, "waiting_ms": 30_000});
-    tokio::spawn(async move { svc.acquire(lock, body).await })
-}
-
-async fn granted(task: JoinHandle<(StatusCode, Value)>, who: &str) -> String {
-    let (status, body) = tokio::time::timeout(WAIT, task)
-        .await
-        .unwrap_or_else(|_| panic!("{who} was never granted the lock"))
-        .unwrap();
-    assert_eq!(status, StatusCode::OK, "{who}: {body}");
-    assert_eq!(body["lock"]["owner"], who);
-    body["lease_id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,7 +26,7 @@ async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver
     let svc = Arc::new(Service::zk().await);
     let held = svc.must_acquire("chain", "holder", 60_000).await;
     let before = exists_requests(&svc).await;
-    let first = waiter(&svc, "chain", "first");
+    let first = queued(&svc, "chain", "first");
     svc.wait_for_waiters("chain", 1).await;
     // This one's client gives up while it waits behind `first`.
     let impatient = reqwest::Client::builder()
@@ -58,9 +40,9 @@ async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver
         .send();
     let leaver = tokio::spawn(leaver);
     svc.wait_for_waiters("chain", 2).await;
-    let third = waiter(&svc, "chain", "third");
+    let third = queued(&svc, "chain", "third");
     svc.wait_for_waiters("chain", 3).await;
-    let fourth = waiter(&svc, "chain", "fourth");
+    let fourth = queued(&svc, "chain", "fourth");
     svc.wait_for_waiters("chain", 4).await;
     assert!(
         leaver.await.unwrap().is_err(),
@@ -70,11 +52,11 @@ async fn a_chain_of_local_waiters_watches_only_at_its_head_and_survives_a_leaver
 
     svc.release("chain", held["lease_id"].as_str().unwrap())
         .await;
-    let lease = granted(first, "first").await;
+    let lease = lease_of(granted(first, "first").await);
     svc.release("chain", &lease).await;
-    let lease = granted(third, "third").await;
+    let lease = lease_of(granted(third, "third").await);
     svc.release("chain", &lease).await;
-    let lease = granted(fourth, "fourth").await;
+    let lease = lease_of(granted(fourth, "fourth").await);
     svc.release("chain", &lease).await;
 
     // Each waiter watched the record once it headed the queue; watching each predecessor's
@@ -92,9 +74,9 @@ async fn a_waiter_behind_a_local_one_goes_on_after_a_hand_off_made_elsewhere() {
     let a = Arc::new(Service::start(zk_args(zk::shared(), &root)).await);
     let b = Service::start(zk_args(zk::shared(), &root)).await;
     let held = b.must_acquire("across", "holder", 60_000).await;
-    let first = waiter(&a, "across", "first");
+    let first = queued(&a, "across", "first");
     a.wait_for_waiters("across", 1).await;
-    let second = waiter(&a, "across", "second");
+    let second = queued(&a, "across", "second");
     a.wait_for_waiters("across", 2).await;
 
     // B hands the lock to A's first waiter, which learns it through its own watch; the
@@ -104,9 +86,13 @@ async fn a_waiter_behind_a_local_one_goes_on_after_a_hand_off_made_elsewhere() {
         .await;
     assert_eq!(status, StatusCode::OK, "{released}");
     assert_eq!(released["lock"]["owner"], "first");
-    let lease = granted(first, "first").await;
+    let lease = lease_of(granted(first, "first").await);
     let (status, released) = b.release("across", &lease).await;
     assert_eq!(status, StatusCode::OK, "{released}");
     assert_eq!(released["lock"]["owner"], "second");
     granted(second, "second").await;
+}
+
+fn lease_of(grant: Value) -> String {
+    grant["lease_id"].as_str().unwrap().to_owned()
 }

@@ -307,7 +307,7 @@ impl LockService {
                     if let (true, Some(expired)) = (fresh, &record.holder) {
                         self.metrics.taken_from(expired, false, now);
                     }
-                    self.cache.remember(name, &written, version);
+                    self.cache.remember_grant(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);
                     return done(Ok(Granted {
                         lease_id,

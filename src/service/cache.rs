@@ -11,6 +11,12 @@
 //!   who could come before it has joined since (see `engine::announce_waiter`). A waiter in
 //!   it that has left makes the hand-off's write fail, and the release reads instead.
 //!
+//! - whether the holder of a record it wrote got its grant here: then its release most
+//!   likely comes here too, and a waiter here at the head of the queue waits for this
+//!   instance's word a little before it watches the record in ZooKeeper (see
+//!   `joining::release_here`). A wrong guess costs that waiter the grace in latency, never a
+//!   missed change: the watch, once armed, compares the version the waiter decided on.
+//!
 //! The callers waiting on this instance, which it also knows without reading, are in `local`.
 
 use std::collections::HashMap;
@@ -25,12 +31,14 @@ use crate::waiter::Waiter;
 /// Past this many entries, the cache starts again from empty.
 const MAX_ENTRIES: usize = 200_000;
 
-/// A record this instance wrote, its version, when, and the queue behind it if known.
+/// A record this instance wrote, its version, when, the queue behind it if known, and
+/// whether its holder got its grant from this instance.
 struct Entry {
     record: LockRecord,
     version: Version,
     at: Instant,
     rest: Vec<Waiter>,
+    holder_here: bool,
 }
 
 pub struct RecordCache {
@@ -48,29 +56,46 @@ impl RecordCache {
         }
     }
 
+    /// Remembers a record this instance wrote. Its holder counts as granted here when the
+    /// record replaced holds the same grant (the same lease) and that one did.
     pub fn remember(&self, name: &LockName, record: &LockRecord, version: Version) {
-        self.remember_with_rest(name, record, version, Vec::new());
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let lease = |r: &LockRecord| r.holder.as_ref().and_then(|h| h.lease_id);
+        let holder_here = entries.get(name).is_some_and(|before| {
+            before.holder_here && lease(record).is_some() && lease(&before.record) == lease(record)
+        });
+        insert(&mut entries, name, record, version, Vec::new(), holder_here);
     }
 
-    /// Remembers a hand-off's record with the waiters it left queued behind the new holder.
+    /// Remembers a record whose write granted the lock to a caller of this instance.
+    pub fn remember_grant(&self, name: &LockName, record: &LockRecord, version: Version) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        insert(&mut entries, name, record, version, Vec::new(), true);
+    }
+
+    /// Remembers a record with the waiters queued behind its holder (after a hand-off, or
+    /// a renewal), and whether that holder is a caller of this instance.
     pub fn remember_with_rest(
         &self,
         name: &LockName,
         record: &LockRecord,
         version: Version,
         rest: Vec<Waiter>,
+        holder_here: bool,
     ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        let entry = Entry {
-            record: record.clone(),
-            version,
-            at: Instant::now(),
-            rest,
-        };
-        entries.insert(name.clone(), entry);
+        insert(&mut entries, name, record, version, rest, holder_here);
+    }
+
+    /// Whether the record at `version` is one this instance wrote, not long ago, and its
+    /// holder got its grant here.
+    pub fn holder_here(&self, name: &LockName, version: Version) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(name).is_some_and(|entry| {
+            entry.holder_here
+                && entry.version.number == version.number
+                && entry.at.elapsed() < self.max_age
+        })
     }
 
     /// The record, its version and the queue behind it as remembered (empty if unknown).
@@ -100,10 +125,79 @@ impl RecordCache {
     }
 }
 
+fn insert(
+    entries: &mut HashMap<LockName, Entry>,
+    name: &LockName,
+    record: &LockRecord,
+    version: Version,
+    rest: Vec<Waiter>,
+    holder_here: bool,
+) {
+    if entries.len() >= MAX_ENTRIES {
+        entries.clear();
+    }
+    let entry = Entry {
+        record: record.clone(),
+        version,
+        at: Instant::now(),
+        rest,
+        holder_here,
+    };
+    entries.insert(name.clone(), entry);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LeaseId;
     use crate::record::{Expiry, Holder};
+
+    #[test]
+    fn a_holder_counts_as_granted_here_only_for_the_grant_this_instance_wrote() {
+        let cache = RecordCache::new(Duration::from_secs(60));
+        let name = LockName::parse("l").unwrap();
+        let held = |lease: u8| {
+            LockRecord::held_by(Holder {
+                lease_id: Some(LeaseId::from_random_bytes([lease; 16])),
+                ..Holder::minimal("o")
+            })
+        };
+        cache.remember_grant(&name, &held(1), Version::plain(2));
+        assert!(cache.holder_here(&name, Version::plain(2)));
+        assert!(
+            !cache.holder_here(&name, Version::plain(4)),
+            "another version: written elsewhere since"
+        );
+        // A write here that keeps the grant (a queue mark) keeps it; one that names
+        // another holder, or frees the lock, does not.
+        cache.remember(&name, &held(1), Version::plain(4));
+        assert!(cache.holder_here(&name, Version::plain(4)));
+        cache.remember(&name, &held(2), Version::plain(6));
+        assert!(!cache.holder_here(&name, Version::plain(6)));
+        cache.remember_grant(&name, &held(3), Version::plain(8));
+        cache.remember(&name, &LockRecord::default(), Version::plain(10));
+        assert!(!cache.holder_here(&name, Version::plain(10)));
+        // A hand-off says whether its new holder waits here.
+        cache.remember_with_rest(&name, &held(4), Version::plain(12), Vec::new(), false);
+        assert!(!cache.holder_here(&name, Version::plain(12)));
+        cache.remember(&name, &held(4), Version::plain(14));
+        assert!(!cache.holder_here(&name, Version::plain(14)));
+        cache.remember_with_rest(&name, &held(5), Version::plain(16), Vec::new(), true);
+        assert!(cache.holder_here(&name, Version::plain(16)));
+        assert!(!cache.holder_here(&LockName::parse("other").unwrap(), Version::plain(16)));
+    }
+
+    #[test]
+    fn an_old_entry_says_nothing_of_its_holder() {
+        let cache = RecordCache::new(Duration::ZERO);
+        let name = LockName::parse("l").unwrap();
+        cache.remember_grant(
+            &name,
+            &LockRecord::held_by(Holder::minimal("o")),
+            Version::plain(2),
+        );
+        assert!(!cache.holder_here(&name, Version::plain(2)));
+    }
 
     #[test]
     fn only_remembered_records_with_a_running_lease_count_as_held() {

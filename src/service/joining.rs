@@ -1,10 +1,11 @@
 //! Joining a lock's queue (alone, or in a hand-off's transaction: see `group_commit`), and
 //! what a waiter learns from this instance instead of reading ZooKeeper: the mark a caller
 //! writes on the record before it joins, the end of a local predecessor's call, the record
-//! and queue this instance remembers from its last hand-off, and, for a caller a hand-off
-//! carried in, the waiter registered here just ahead of it.
+//! and queue this instance remembers from its last hand-off, for a caller a hand-off
+//! carried in, the waiter registered here just ahead of it, and, for the head of the queue
+//! behind a holder granted here, that holder's release here (`release_here`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::group_commit::{Carried, MAX_RIDERS};
 use super::local::{Notice, Uncounted};
@@ -12,8 +13,14 @@ use super::{LockService, Put, Read, ServiceError, WaitBasis};
 use crate::engine::{self, Watch};
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
-use crate::store::{Stored, Wake};
+use crate::store::{Stored, Version, Wake};
 use crate::waiter::{Ticket, Waiter};
+
+/// How long a waiter at the head of a lock whose holder got its grant here waits for that
+/// holder's release here before it watches the record in ZooKeeper (see `release_here`).
+/// About five hand-offs of a busy lock on a loaded machine; a holder that keeps the lock
+/// longer finds the waiter watching, as it would without the grace.
+const RELEASE_HERE_GRACE: Duration = Duration::from_millis(5);
 
 impl LockService {
     /// Makes sure the record says callers are queued, at this caller's priority, *before*
@@ -150,6 +157,36 @@ impl LockService {
         let _ = tokio::time::timeout_at(until.into(), handing).await;
     }
 
+    /// When this waiter watches the record (it heads the queue) and the record it decided on
+    /// is one this instance wrote for a holder that got its grant here, waits first for the
+    /// word of a release here: up to `RELEASE_HERE_GRACE` from now, and then for as long as
+    /// such a release is writing the hand-off to this waiter. That holder most likely
+    /// releases here too, and in a busy lock it does so within the grace, which hands this
+    /// waiter the lock in process (its call then ends, and this wait with it). Its watch
+    /// on the record, an `exists` and later an event per hand-off, then never reaches
+    /// ZooKeeper. Returns `Some(Wake::Timer)` when `until` came meanwhile, else `None`: the
+    /// caller then watches the record from the version it decided on, so a change made
+    /// during the grace (by another instance, say) is seen at once when the watch is set,
+    /// and costs this waiter at most the grace in latency.
+    pub(super) async fn release_here(
+        &self,
+        name: &LockName,
+        watch: &Watch,
+        seen: Option<Version>,
+        handed: &mut tokio::sync::watch::Receiver<Notice>,
+        until: Instant,
+    ) -> Option<Wake> {
+        let holder_here = seen.is_some_and(|version| self.cache.holder_here(name, version));
+        if !matches!(watch, Watch::Record) || !holder_here {
+            return None;
+        }
+        let grace_ends = until.min(Instant::now() + RELEASE_HERE_GRACE);
+        tokio::time::sleep_until(grace_ends.into()).await;
+        let settled = handed.wait_for(|notice| !matches!(notice, Notice::Pending));
+        let _ = tokio::time::timeout_at(until.into(), settled).await;
+        (Instant::now() >= until).then_some(Wake::Timer)
+    }
+
     /// The first round of a caller that a hand-off here has just carried into the queue,
     /// decided on what this instance knows instead of on a read: the record it remembers,
     /// and the waiter registered here that comes just before the caller. `None` when there
@@ -178,7 +215,8 @@ impl LockService {
     /// it left behind, the record and queue it remembers, instead of reading them. Deciding
     /// on them is safe: every write names the remembered version, and the wait that follows
     /// watches the record from that version, so a change since wakes the waiter at once and
-    /// it reads. Not for a former requestor, whose own registration the cache may predate.
+    /// it reads (after `release_here`'s grace, when the new holder got its grant here). Not
+    /// for a former requestor, whose own registration the cache may predate.
     pub(super) fn remembered_turn(
         &self,
         name: &LockName,

@@ -54,9 +54,10 @@ impl LockService {
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
                     // A renewal leaves the queue as it was: what was known of it still holds.
+                    // The holder renews here, so it most likely releases here too.
                     let after = snapshot(name, &written, &queue, now);
                     self.cache
-                        .remember_with_rest(name, &written, version, queue);
+                        .remember_with_rest(name, &written, version, queue, true);
                     return Ok(after);
                 }
                 Put::Raced | Put::NestedLocks => continue,
@@ -152,9 +153,11 @@ impl LockService {
                 (_, Some(stored)) => stored,
             };
             // What this round writes: the record handed to the next waiter, or a free record.
-            let (mut expected, to) = match &decision {
+            let (mut expected, to, to_here) = match &decision {
                 ReleaseDecision::HandOff { to } => {
-                    let ticket = match self.local.ticket(name, &to.id) {
+                    let here = self.local.ticket(name, &to.id);
+                    let to_here = here.is_some();
+                    let ticket = match here {
                         Some(ticket) => ticket,
                         None => match self.store.ticket(name, to, deadline).await? {
                             Some(ticket) => ticket,
@@ -163,10 +166,10 @@ impl LockService {
                     };
                     let queued =
                         engine::queued_after(&record, &queue, Some(&to.id), !queue_remembered);
-                    (engine::handed_to(&ticket, now, queued), Some(to))
+                    (engine::handed_to(&ticket, now, queued), Some(to), to_here)
                 }
                 // Free the record rather than delete it; the collector deletes it later.
-                _ => (LockRecord::default(), None),
+                _ => (LockRecord::default(), None, false),
             };
             expected.forced = forced;
             // Callers joining the queue here ride on a hand-off (see `group_commit`), when
@@ -262,7 +265,8 @@ impl LockService {
                     let after = snapshot(name, &landed, &rest, now);
                     // Remembered before the new holder is told: the waiter behind it goes on
                     // when the new holder's call ends, and decides on what is remembered.
-                    self.cache.remember_with_rest(name, &landed, version, rest);
+                    self.cache
+                        .remember_with_rest(name, &landed, version, rest, to_here);
                     self.local.handed(name, &to.id, &landed);
                     drop(pending);
                     return Ok((after, Some(record)));

@@ -158,7 +158,7 @@ impl LockService {
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != me.id).cloned().collect();
                     self.cache
-                        .remember_with_rest(name, &landed, version, rest.clone());
+                        .remember_with_rest(name, &landed, version, rest.clone(), true);
                     if let Some(old) = revoked {
                         // Taking the lock from a live holder is always on the trail, with or
                         // without the override.
@@ -245,7 +245,13 @@ impl LockService {
                 let until = instant_at(until, now);
                 let wake = match self.behind_waiter_here(name, &watch, until).await {
                     Some(wake) => wake,
-                    None => self.store.wait_change(name, &watch, version, until).await?,
+                    None => match self
+                        .release_here(name, &watch, version, &mut state.handed, until)
+                        .await
+                    {
+                        Some(wake) => wake,
+                        None => self.store.wait_change(name, &watch, version, until).await?,
+                    },
                 };
                 let cause = match wake {
                     Wake::Record => Wakeup::Record,

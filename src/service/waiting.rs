@@ -48,6 +48,8 @@ pub(super) struct WaitState<'a> {
     /// (Calls sharing a `request_id` share a key, and one may remove an entry another made or
     /// adopted: see `round` and `leaving`.)
     pub(super) entry_session: Option<EntrySession>,
+    /// What releases on this instance tell this waiter (see `joining::release_here`).
+    pub(super) handed: tokio::sync::watch::Receiver<Notice>,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -106,6 +108,7 @@ impl LockService {
             carried,
             uncounted: None,
             entry_session,
+            handed: handed.clone(),
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
