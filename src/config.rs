@@ -136,6 +136,14 @@ pub struct ServeArgs {
     /// every caller joins at once, in a write of its own. At most 1000.
     #[arg(long, env = "LOCKWARDEN_JOIN_WINDOW_MS", default_value_t = 10)]
     pub join_window_ms: u64,
+    /// The head's grace (DESIGN.md, "The head waits for a release here"): a waiter at the
+    /// head of a queue whose holder got its grant on this instance waits up to this many
+    /// milliseconds for that holder's release here before it sets its ZooKeeper watch on
+    /// the record. A release made elsewhere meanwhile reaches it when the grace ends; after
+    /// one such miss the grace is off for that lock on this instance for 30 s. 0 turns it
+    /// off. At most 10000.
+    #[arg(long, env = "LOCKWARDEN_HEAD_GRACE_MS", default_value_t = 5)]
+    pub head_grace_ms: u64,
     /// Write coalescing (DESIGN.md, "Shared multis"): once this many record writes wait for
     /// ZooKeeper, further ones wait here and go out together, in one ZooKeeper `multi`, when
     /// one of them is answered. A write that finds fewer in flight goes out at once, alone.
@@ -236,6 +244,9 @@ impl ServeArgs {
         if self.join_window_ms > 1_000 {
             return Err("--join-window-ms must be at most 1000".into());
         }
+        if self.head_grace_ms > 10_000 {
+            return Err("--head-grace-ms must be at most 10000".into());
+        }
         if self.max_waiting_calls == 0 || self.max_connections == 0 {
             return Err("--max-waiting-calls and --max-connections must be at least 1".into());
         }
@@ -299,6 +310,21 @@ mod tests {
         assert_eq!(args.check(), Ok(()));
         args.lock_root = "relative".into();
         assert!(args.check().is_err());
+    }
+
+    #[test]
+    fn the_heads_grace_is_five_ms_by_default_and_at_most_ten_seconds() {
+        let mut args = ServeArgs::defaults();
+        assert_eq!(args.head_grace_ms, 5);
+        args.head_grace_ms = 0;
+        assert_eq!(args.check(), Ok(()), "0 turns it off");
+        args.head_grace_ms = 10_000;
+        assert_eq!(args.check(), Ok(()));
+        args.head_grace_ms = 10_001;
+        assert_eq!(
+            args.check(),
+            Err("--head-grace-ms must be at most 10000".into())
+        );
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         max_waiters_per_lock: args.max_waiters_per_lock,
         max_waiting_calls: args.max_waiting_calls,
         join_window: Duration::from_millis(args.join_window_ms),
+        head_grace: Duration::from_millis(args.head_grace_ms),
     };
     let audit = AuditLog::open(args.audit_log.as_deref())?;
     let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));

@@ -56,6 +56,12 @@ label_values!(
 );
 
 label_values!(
+    /// How the head's wait for a release on its own instance ended without one (see
+    /// `service::joining::await_release_here`).
+    HeadGrace { RanOut = "ran_out", Missed = "missed" }
+);
+
+label_values!(
     /// How a waiting call's queue entry was made (see `service::group_commit`).
     JoinedBy { HandOff = "hand_off", Alone = "alone" }
 );
@@ -108,6 +114,7 @@ pub struct Metrics {
     pub waits_started: IntCounter,
     pub waits_refused: Labeled<IntCounter, WaitLimit>,
     pub wakeups: Labeled<IntCounter, Wakeup>,
+    pub head_graces: Labeled<IntCounter, HeadGrace>,
     pub queue_reads_saved: IntCounter,
     pub queue_joins: Labeled<IntCounter, JoinedBy>,
     pub webhooks: Labeled<IntCounter, WebhookResult>,
@@ -192,6 +199,11 @@ impl Metrics {
                 "lockwarden_waiter_wakeups_total",
                 "Times a waiting call woke up, by cause.",
                 "cause",
+            )),
+            head_graces: Labeled::of(&counters(
+                "lockwarden_head_graces_total",
+                "Waits of a queue's head for a release on its own instance that ended without one: ran out (the waiter then watched the record), or missed (another instance had handed it the lock meanwhile).",
+                "outcome",
             )),
             queue_reads_saved: counter(
                 "lockwarden_queue_reads_saved_total",

@@ -11,11 +11,14 @@
 //!   who could come before it has joined since (see `engine::announce_waiter`). A waiter in
 //!   it that has left makes the hand-off's write fail, and the release reads instead.
 //!
-//! - whether the holder of a record it wrote got its grant here: then its release most
-//!   likely comes here too, and a waiter here at the head of the queue waits for this
+//! - whether the holder of a record it wrote is likely to release here: it got its grant
+//!   here, or last renewed here. Then a waiter here at the head of the queue waits for this
 //!   instance's word a little before it watches the record in ZooKeeper (see
-//!   `joining::release_here`). A wrong guess costs that waiter the grace in latency, never a
-//!   missed change: the watch, once armed, compares the version the waiter decided on.
+//!   `joining::await_release_here`). A wrong guess costs that waiter the grace in latency,
+//!   never a missed change: the watch, once armed, compares the version the waiter decided
+//!   on. Once a guess for a lock proves wrong (`grace_missed`), there is no grace for it here
+//!   for `GRACELESS_FOR`: clients whose calls reach several instances pay once per lock and
+//!   period, not once per hand-off.
 //!
 //! The callers waiting on this instance, which it also knows without reading, are in `local`.
 
@@ -31,8 +34,11 @@ use crate::waiter::Waiter;
 /// Past this many entries, the cache starts again from empty.
 const MAX_ENTRIES: usize = 200_000;
 
+/// How long a lock gets no grace on this instance after a release elsewhere was missed in one.
+const GRACELESS_FOR: Duration = Duration::from_secs(30);
+
 /// A record this instance wrote, its version, when, the queue behind it if known, and
-/// whether its holder got its grant from this instance.
+/// whether its holder is likely to release here.
 struct Entry {
     record: LockRecord,
     version: Version,
@@ -46,6 +52,8 @@ pub struct RecordCache {
     /// Entries older than this are ignored, so a cached version is never older than the
     /// collector allows for (see `gc`).
     max_age: Duration,
+    /// Locks whose head waits for no release here, until when (see `grace_missed`).
+    graceless: Mutex<HashMap<LockName, Instant>>,
 }
 
 impl RecordCache {
@@ -53,11 +61,12 @@ impl RecordCache {
         RecordCache {
             entries: Mutex::default(),
             max_age,
+            graceless: Mutex::default(),
         }
     }
 
-    /// Remembers a record this instance wrote. Its holder counts as granted here when the
-    /// record replaced holds the same grant (the same lease) and that one did.
+    /// Remembers a record this instance wrote. Its holder is likely to release here when the
+    /// entry it replaces holds the same grant (the same lease) and said so.
     pub fn remember(&self, name: &LockName, record: &LockRecord, version: Version) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let lease = |r: &LockRecord| r.holder.as_ref().and_then(|h| h.lease_id);
@@ -74,7 +83,7 @@ impl RecordCache {
     }
 
     /// Remembers a record with the waiters queued behind its holder (after a hand-off, or
-    /// a renewal), and whether that holder is a caller of this instance.
+    /// a renewal), and whether that holder is likely to release here.
     pub fn remember_with_rest(
         &self,
         name: &LockName,
@@ -87,15 +96,39 @@ impl RecordCache {
         insert(&mut entries, name, record, version, rest, holder_here);
     }
 
-    /// Whether the record at `version` is one this instance wrote, not long ago, and its
-    /// holder got its grant here.
+    /// Whether the record at `version` is one this instance wrote, not long ago, for a
+    /// holder likely to release here, and the lock's head may wait for that release.
     pub fn holder_here(&self, name: &LockName, version: Version) -> bool {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(name).is_some_and(|entry| {
-            entry.holder_here
-                && entry.version.number == version.number
-                && entry.at.elapsed() < self.max_age
-        })
+        let likely = {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries.get(name).is_some_and(|entry| {
+                entry.holder_here
+                    && entry.version.number == version.number
+                    && entry.at.elapsed() < self.max_age
+            })
+        };
+        if !likely {
+            return false;
+        }
+        let mut graceless = self.graceless.lock().unwrap_or_else(|e| e.into_inner());
+        match graceless.get(name) {
+            Some(until) if Instant::now() < *until => false,
+            Some(_) => {
+                graceless.remove(name);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// A head here waited for a release here in vain: another instance handed it the lock
+    /// meanwhile. The lock's heads watch at once here for `GRACELESS_FOR`.
+    pub fn grace_missed(&self, name: &LockName) {
+        let mut graceless = self.graceless.lock().unwrap_or_else(|e| e.into_inner());
+        if graceless.len() >= MAX_ENTRIES {
+            graceless.clear();
+        }
+        graceless.insert(name.clone(), Instant::now() + GRACELESS_FOR);
     }
 
     /// The record, its version and the queue behind it as remembered (empty if unknown).
@@ -185,6 +218,26 @@ mod tests {
         cache.remember_with_rest(&name, &held(5), Version::plain(16), Vec::new(), true);
         assert!(cache.holder_here(&name, Version::plain(16)));
         assert!(!cache.holder_here(&LockName::parse("other").unwrap(), Version::plain(16)));
+    }
+
+    #[test]
+    fn a_missed_grace_turns_the_grace_off_for_that_lock_only() {
+        let cache = RecordCache::new(Duration::from_secs(60));
+        let (one, two) = (
+            LockName::parse("one").unwrap(),
+            LockName::parse("two").unwrap(),
+        );
+        let held = LockRecord::held_by(Holder::minimal("o"));
+        cache.remember_grant(&one, &held, Version::plain(2));
+        cache.remember_grant(&two, &held, Version::plain(2));
+        cache.grace_missed(&one);
+        assert!(!cache.holder_here(&one, Version::plain(2)));
+        cache.remember_grant(&one, &held, Version::plain(4));
+        assert!(
+            !cache.holder_here(&one, Version::plain(4)),
+            "off for a while, whatever is written"
+        );
+        assert!(cache.holder_here(&two, Version::plain(2)));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! writes on the record before it joins, the end of a local predecessor's call, the record
 //! and queue this instance remembers from its last hand-off, for a caller a hand-off
 //! carried in, the waiter registered here just ahead of it, and, for the head of the queue
-//! behind a holder granted here, that holder's release here (`release_here`).
+//! behind a holder likely to release here, that release (`await_release_here`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::group_commit::{Carried, MAX_RIDERS};
 use super::local::{Notice, Uncounted};
@@ -16,11 +16,15 @@ use crate::model::LockName;
 use crate::store::{Stored, Version, Wake};
 use crate::waiter::{Ticket, Waiter};
 
-/// How long a waiter at the head of a lock whose holder got its grant here waits for that
-/// holder's release here before it watches the record in ZooKeeper (see `release_here`).
-/// About five hand-offs of a busy lock on a loaded machine; a holder that keeps the lock
-/// longer finds the waiter watching, as it would without the grace.
-const RELEASE_HERE_GRACE: Duration = Duration::from_millis(5);
+/// How a head's wait for a release on its own instance ended (`await_release_here`).
+pub(super) enum Grace {
+    /// It did not wait: the holder is not likely to release here, or the grace is off.
+    None,
+    /// No word came within the grace; the head watches the record now.
+    RanOut,
+    /// The wait's deadline (the holder's expiry, say) came first.
+    Timer,
+}
 
 impl LockService {
     /// Makes sure the record says callers are queued, at this caller's priority, *before*
@@ -157,34 +161,39 @@ impl LockService {
         let _ = tokio::time::timeout_at(until.into(), handing).await;
     }
 
-    /// When this waiter watches the record (it heads the queue) and the record it decided on
-    /// is one this instance wrote for a holder that got its grant here, waits first for the
-    /// word of a release here: up to `RELEASE_HERE_GRACE` from now, and then for as long as
-    /// such a release is writing the hand-off to this waiter. That holder most likely
-    /// releases here too, and in a busy lock it does so within the grace, which hands this
-    /// waiter the lock in process (its call then ends, and this wait with it). Its watch
-    /// on the record, an `exists` and later an event per hand-off, then never reaches
-    /// ZooKeeper. Returns `Some(Wake::Timer)` when `until` came meanwhile, else `None`: the
-    /// caller then watches the record from the version it decided on, so a change made
-    /// during the grace (by another instance, say) is seen at once when the watch is set,
-    /// and costs this waiter at most the grace in latency.
-    pub(super) async fn release_here(
+    /// When this waiter watches the record (it heads the queue), and the record it decided
+    /// on is one this instance wrote for a holder likely to release here (it got its grant
+    /// here, or last renewed here: `RecordCache::holder_here`), waits first for the word of
+    /// that release: up to the head's grace (`--head-grace-ms`) from now, and then for as
+    /// long as a release here is writing the hand-off to this waiter. In a busy lock the
+    /// release comes within the grace and hands this waiter the lock in process (its call
+    /// then ends, and this wait with it), so its watch on the record (an `exists`, and later
+    /// an event) never reaches ZooKeeper. Otherwise the caller watches the record from the
+    /// version it decided on: a change made meanwhile through another instance is seen as
+    /// the watch is set, late but never lost.
+    pub(super) async fn await_release_here(
         &self,
         name: &LockName,
         watch: &Watch,
         seen: Option<Version>,
         handed: &mut tokio::sync::watch::Receiver<Notice>,
         until: Instant,
-    ) -> Option<Wake> {
-        let holder_here = seen.is_some_and(|version| self.cache.holder_here(name, version));
-        if !matches!(watch, Watch::Record) || !holder_here {
-            return None;
+    ) -> Grace {
+        if !matches!(watch, Watch::Record) || self.head_grace.is_zero() {
+            return Grace::None;
         }
-        let grace_ends = until.min(Instant::now() + RELEASE_HERE_GRACE);
+        if !seen.is_some_and(|version| self.cache.holder_here(name, version)) {
+            return Grace::None;
+        }
+        let grace_ends = until.min(Instant::now() + self.head_grace);
         tokio::time::sleep_until(grace_ends.into()).await;
         let settled = handed.wait_for(|notice| !matches!(notice, Notice::Pending));
         let _ = tokio::time::timeout_at(until.into(), settled).await;
-        (Instant::now() >= until).then_some(Wake::Timer)
+        if Instant::now() >= until {
+            Grace::Timer
+        } else {
+            Grace::RanOut
+        }
     }
 
     /// The first round of a caller that a hand-off here has just carried into the queue,
@@ -215,7 +224,7 @@ impl LockService {
     /// it left behind, the record and queue it remembers, instead of reading them. Deciding
     /// on them is safe: every write names the remembered version, and the wait that follows
     /// watches the record from that version, so a change since wakes the waiter at once and
-    /// it reads (after `release_here`'s grace, when the new holder got its grant here). Not
+    /// it reads (after `await_release_here`'s grace, when the new holder got its grant here). Not
     /// for a former requestor, whose own registration the cache may predate.
     pub(super) fn remembered_turn(
         &self,

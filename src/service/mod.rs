@@ -126,6 +126,8 @@ pub struct LockService {
     cache: cache::RecordCache,
     local: local::LocalWaiters,
     joins: group_commit::JoinBatches,
+    /// See `joining::await_release_here`.
+    head_grace: Duration,
     collector: gc::Collector,
     max_clock_skew_ms: u64,
     max_waiters_per_lock: usize,
@@ -148,6 +150,8 @@ pub struct Timing {
     pub max_waiting_calls: usize,
     /// See `group_commit` (zero: every caller joins on its own).
     pub join_window: Duration,
+    /// See `joining::await_release_here` (zero: the head watches the record at once).
+    pub head_grace: Duration,
 }
 
 /// The result of trying one write.
@@ -229,6 +233,7 @@ impl LockService {
             cache: cache::RecordCache::new(store_timeout),
             local: local::LocalWaiters::default(),
             joins: group_commit::JoinBatches::new(timing.join_window),
+            head_grace: timing.head_grace,
             audit: Arc::new(crate::audit::AuditLog::Tracing),
         }
     }

@@ -5,10 +5,11 @@
 use std::time::{Duration, Instant};
 
 use super::events::{AcquireAudit, EventKind};
+use super::joining::Grace;
 use super::waiting::{Step, WaitState};
 use super::{refused, snapshot, token_of, Granted, LockService, Put, Read, Refusal, ServiceError};
 use crate::engine::{self, WaitDecision, WaitFailure, Watch};
-use crate::metrics::{WaitLimit, Wakeup};
+use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Version, Wake, WriteOutcome};
@@ -56,6 +57,7 @@ impl LockService {
         let received = state.received;
         let deadline = self.deadline();
         let now = UnixMillis::now();
+        let after_grace = std::mem::take(&mut state.grace_ran_out);
         let remembered = if std::mem::take(&mut state.carried) {
             self.rider_turn(name, me).map(|(read, uncounted)| {
                 state.uncounted = Some(uncounted);
@@ -122,6 +124,12 @@ impl LockService {
         }
         match decision {
             WaitDecision::Granted => {
+                if after_grace {
+                    // Handed the lock while it waited for a release here (a local hand-off
+                    // would have said so in process): the holder released elsewhere.
+                    self.metrics.head_graces.at(HeadGrace::Missed).inc();
+                    self.cache.grace_missed(name);
+                }
                 // Granted through another entry of this call (a lost answer made two): this
                 // one must not stay queued, or the lock would later be handed to it.
                 if queue.iter().any(|w| w.id == me.id) {
@@ -246,11 +254,17 @@ impl LockService {
                 let wake = match self.behind_waiter_here(name, &watch, until).await {
                     Some(wake) => wake,
                     None => match self
-                        .release_here(name, &watch, version, &mut state.handed, until)
+                        .await_release_here(name, &watch, version, &mut state.handed, until)
                         .await
                     {
-                        Some(wake) => wake,
-                        None => self.store.wait_change(name, &watch, version, until).await?,
+                        Grace::Timer => Wake::Timer,
+                        grace => {
+                            if let Grace::RanOut = grace {
+                                self.metrics.head_graces.at(HeadGrace::RanOut).inc();
+                                state.grace_ran_out = true;
+                            }
+                            self.store.wait_change(name, &watch, version, until).await?
+                        }
                     },
                 };
                 let cause = match wake {

@@ -48,8 +48,12 @@ pub(super) struct WaitState<'a> {
     /// (Calls sharing a `request_id` share a key, and one may remove an entry another made or
     /// adopted: see `round` and `leaving`.)
     pub(super) entry_session: Option<EntrySession>,
-    /// What releases on this instance tell this waiter (see `joining::release_here`).
+    /// What releases on this instance tell this waiter, for the round's own use (see
+    /// `joining::await_release_here`): the round owns the state, while `wait_turn` polls
+    /// its own receiver of the same channel.
     pub(super) handed: tokio::sync::watch::Receiver<Notice>,
+    /// The last round waited out the head's grace with no word from a release here.
+    pub(super) grace_ran_out: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -109,6 +113,7 @@ impl LockService {
             uncounted: None,
             entry_session,
             handed: handed.clone(),
+            grace_ran_out: false,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
