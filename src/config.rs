@@ -137,9 +137,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_JOIN_WINDOW_MS", default_value_t = 10)]
     pub join_window_ms: u64,
     /// The head's grace (DESIGN.md, "The head waits for a release here"): a waiter at the
-    /// head of a queue whose holder got its grant on this instance waits up to this many
-    /// milliseconds for that holder's release here before it sets its ZooKeeper watch on
-    /// the record. A release made elsewhere meanwhile reaches it when the grace ends; after
+    /// head of a queue whose holder got its grant (or last renewed) on this instance waits up
+    /// to this many milliseconds for that holder's release here before it sets its ZooKeeper
+    /// watch on the record. A release made elsewhere meanwhile reaches it when the grace ends; after
     /// one such miss the grace is off for that lock on this instance for 30 s. 0 turns it
     /// off. At most 10000.
     #[arg(long, env = "LOCKWARDEN_HEAD_GRACE_MS", default_value_t = 5)]

@@ -78,8 +78,7 @@ impl RecordCache {
 
     /// Remembers a record whose write granted the lock to a caller of this instance.
     pub fn remember_grant(&self, name: &LockName, record: &LockRecord, version: Version) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        insert(&mut entries, name, record, version, Vec::new(), true);
+        self.remember_with_rest(name, record, version, Vec::new(), true);
     }
 
     /// Remembers a record with the waiters queued behind its holder (after a hand-off, or
