@@ -22,6 +22,23 @@ fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
     Instant::now() + Duration::from_millis(ms)
 }
 
+/// Whether a waiting call whose rounds have failed for `troubled` stops trying, and answers
+/// the last error (503). It tries for the store timeout in any case; then, while its wait has
+/// not run out, for as long as its queue entry may outlive the loss of contact with the store
+/// (`LockStore::entry_outlives_outage`). A waiter parked on its watch never notices a short
+/// outage (an election, a lost connection), and one whose round happened to fall into it
+/// must not lose its place for it: the entry is still there, and the first round after the
+/// outage goes on as if nothing happened. Beyond that time the entry has most likely gone with
+/// its session, and the caller hears so instead of waiting on.
+pub(super) fn gives_up_in_trouble(
+    troubled: Duration,
+    store_timeout: Duration,
+    entry_outlives_outage: Duration,
+    waited_out: bool,
+) -> bool {
+    troubled >= store_timeout && (waited_out || troubled >= entry_outlives_outage)
+}
+
 impl LockService {
     pub(super) async fn wait_step<'a>(
         &'a self,
@@ -37,7 +54,15 @@ impl LockService {
             }
             Err(error) => {
                 let since = *state.trouble_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= self.store_timeout {
+                let waited_out = ticket
+                    .wait_until()
+                    .is_some_and(|until| UnixMillis::now() >= until);
+                if gives_up_in_trouble(
+                    since.elapsed(),
+                    self.store_timeout,
+                    self.store.entry_outlives_outage(),
+                    waited_out,
+                ) {
                     self.sweep_later(name, Some(me), ticket);
                     return Step::Done(Box::new(Err(error)));
                 }
@@ -307,5 +332,54 @@ fn ticket_audit<'a>(name: &'a LockName, ticket: &'a Ticket) -> AcquireAudit<'a> 
         owner: &ticket.owner,
         priority: ticket.priority,
         message: &ticket.message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gives_up_in_trouble;
+    use std::time::Duration;
+
+    const STORE_TIMEOUT: Duration = Duration::from_millis(1000);
+    const SESSION: Duration = Duration::from_millis(3000);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_waiter_rides_out_trouble_while_its_entry_may_last_and_it_still_waits() {
+        // Never before the store timeout, even with the wait run out.
+        assert!(!gives_up_in_trouble(ms(999), STORE_TIMEOUT, SESSION, true));
+        assert!(gives_up_in_trouble(ms(1000), STORE_TIMEOUT, SESSION, true));
+        // Still waiting: on until the entry has most likely gone with its session.
+        assert!(!gives_up_in_trouble(
+            ms(1000),
+            STORE_TIMEOUT,
+            SESSION,
+            false
+        ));
+        assert!(!gives_up_in_trouble(
+            ms(2999),
+            STORE_TIMEOUT,
+            SESSION,
+            false
+        ));
+        assert!(gives_up_in_trouble(ms(3000), STORE_TIMEOUT, SESSION, false));
+        // A store whose entries never outlive contact (in memory): the store timeout alone.
+        assert!(!gives_up_in_trouble(
+            ms(999),
+            STORE_TIMEOUT,
+            Duration::ZERO,
+            false
+        ));
+        assert!(gives_up_in_trouble(
+            ms(1000),
+            STORE_TIMEOUT,
+            Duration::ZERO,
+            false
+        ));
+        // A session shorter than the store timeout: the store timeout still holds.
+        assert!(!gives_up_in_trouble(ms(999), STORE_TIMEOUT, ms(500), false));
     }
 }

@@ -5,7 +5,7 @@
 //! a write against a changed record reports [`WriteOutcome::Conflict`] so the caller can
 //! re-read and decide again.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -191,6 +191,14 @@ pub trait LockStore: Send + Sync + 'static {
     /// error a caller gets depends on it.)
     fn entry_session_alive(&self, _session: EntrySession) -> bool {
         true
+    }
+    /// How long a queue entry may outlive this instance's loss of contact with the store:
+    /// ZooKeeper keeps a disconnected session, and the entries made on it, for its session
+    /// timeout. A waiting call that cannot reach the store keeps trying about that long,
+    /// since its place may still be there (see `service::round::gives_up_in_trouble`). The
+    /// in-memory store never loses contact.
+    fn entry_outlives_outage(&self) -> Duration {
+        Duration::ZERO
     }
     /// Joins the queue. The entry lives as long as this instance's store session. If an
     /// entry with the ticket's key exists already (a retry), that entry is returned.

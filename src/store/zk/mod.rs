@@ -339,6 +339,10 @@ impl LockStore for ZkStore {
         self.session.primary_alive(session.0)
     }
 
+    fn entry_outlives_outage(&self) -> Duration {
+        self.session.session_timeout()
+    }
+
     async fn enqueue(
         &self,
         name: &LockName,
