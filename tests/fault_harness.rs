@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::ensemble::{Ensemble, EnsembleOptions};
-use common::framing::{op, Framer, Message};
+use common::framing::op;
 use common::instance::{Instance, InstanceOptions};
 use common::proxy::{Mode, Proxy};
 use common::{eventually, unique_root, zk};
@@ -42,56 +42,6 @@ async fn closed(stream: &mut TcpStream) -> bool {
     let mut buf = [0u8; 16];
     let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await;
     matches!(read, Ok(Ok(0)) | Ok(Err(_)))
-}
-
-fn header(xid: i32, op: i32, rest: usize) -> Vec<u8> {
-    let mut message = ((8 + rest) as i32).to_be_bytes().to_vec();
-    message.extend(xid.to_be_bytes());
-    message.extend(op.to_be_bytes());
-    message.extend(std::iter::repeat_n(0xAB, rest));
-    message
-}
-
-fn request(xid: i32, op: i32) -> Message {
-    Message::Request { xid, op }
-}
-
-#[test]
-fn framer_finds_requests_across_any_chunking() {
-    let mut connect = 40i32.to_be_bytes().to_vec();
-    connect.extend([7u8; 40]); // the ConnectRequest: no request header
-    let mut short = 4i32.to_be_bytes().to_vec();
-    short.extend([1, 2, 3, 4]);
-    let messages = [
-        (connect, Message::Connect),
-        (header(1, op::CREATE2, 30), request(1, op::CREATE2)),
-        (short, Message::Short),
-        (header(-2, op::PING, 0), request(-2, op::PING)),
-        (header(2, op::SET_DATA, 5), request(2, op::SET_DATA)),
-        (header(3, op::MULTI, 0), request(3, op::MULTI)),
-    ];
-    let (mut stream, mut want) = (Vec::new(), Vec::new());
-    for (bytes, message) in messages {
-        stream.extend(bytes);
-        want.push((stream.len(), message));
-    }
-    for size in [1, 2, 3, 5, 7, 11, 13, stream.len()] {
-        let mut framer = Framer::new();
-        let mut found = Vec::new();
-        for (index, chunk) in stream.chunks(size).enumerate() {
-            let ends = framer.push(chunk).into_iter();
-            found.extend(ends.map(|(end, message)| (index * size + end, message)));
-        }
-        assert_eq!(found, want, "chunks of {size}");
-    }
-    // An empty ConnectRequest, then a request in the same chunk.
-    let mut stream = 0i32.to_be_bytes().to_vec();
-    stream.extend(header(9, op::SYNC, 2));
-    let found = Framer::new().push(&stream);
-    assert_eq!(
-        found,
-        vec![(4, Message::Connect), (18, request(9, op::SYNC))]
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,8 @@
-//! The ZooKeeper store's metrics: request latency by operation, store errors by kind, and
-//! the session's state. The families are registered with every instance's registry, but
-//! their series are made only by [`Families::series`], which only the ZooKeeper store calls:
-//! an instance on the in-memory store shows none of them (a registry leaves out a family
-//! without series).
+//! The ZooKeeper store's metrics: request latency by operation, store errors by kind, the
+//! session's state, and the probes of a session whose requests time out. The families are registered with every
+//! instance's registry, but their series are made only by [`Families::series`], which only
+//! the ZooKeeper store calls: an instance on the in-memory store shows none of them (a
+//! registry leaves out a family without series).
 
 use std::future::Future;
 use std::time::Instant;
@@ -58,6 +58,20 @@ label_values!(
 );
 
 label_values!(
+    /// What came of probing a connected session whose requests timed out (see
+    /// `store::zk::session`), as the `outcome` label names it.
+    ProbeOutcome {
+        /// The server answered in time: it is slow, not stalled; the session is kept.
+        Answered = "answered",
+        /// No answer within a session timeout while connected: the session was given up.
+        Abandoned = "abandoned",
+        /// No answer, but the connection was lost meanwhile: reconnecting is left to the
+        /// client, as for any lost connection.
+        Disconnected = "disconnected",
+    }
+);
+
+label_values!(
     /// The state of the instance's ZooKeeper session, as the `state` label names it.
     SessionState {
         /// No session: the first one, or a new one after the last expired, is being made.
@@ -78,6 +92,7 @@ pub(super) struct Families {
     stand_in: IntGaugeVec,
     record_writes: IntCounterVec,
     writes_waiting: IntGaugeVec,
+    probes: IntCounterVec,
 }
 
 impl Families {
@@ -125,7 +140,15 @@ impl Families {
             ),
             &[],
         );
+        let probes = IntCounterVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_session_probes_total",
+                "Probes (a sync) of this instance's connected ZooKeeper session after a request timed out, by outcome: answered within a session timeout (the session is kept), abandoned (no answer while the session stayed connected: its server answers no write, so the session was given up and replaced), or disconnected (no answer, and the connection was lost meanwhile).",
+            ),
+            &["outcome"],
+        );
         Families {
+            probes: register(registry, probes),
             record_writes: register(registry, record_writes),
             writes_waiting: register(registry, writes_waiting),
             operations: register(registry, operations),
@@ -144,6 +167,7 @@ impl Families {
             stand_in: self.stand_in.with_label_values::<&str>(&[]),
             record_writes: Labeled::of(&self.record_writes),
             writes_waiting: self.writes_waiting.with_label_values::<&str>(&[]),
+            probes: Labeled::of(&self.probes),
         };
         metrics.session(SessionState::Connecting);
         metrics
@@ -159,6 +183,7 @@ pub struct ZkMetrics {
     stand_in: prometheus::IntGauge,
     record_writes: Labeled<prometheus::IntCounter, WriteSharing>,
     writes_waiting: prometheus::IntGauge,
+    probes: Labeled<prometheus::IntCounter, ProbeOutcome>,
 }
 
 impl ZkMetrics {
@@ -192,6 +217,11 @@ impl ZkMetrics {
     /// How many record writes wait to share a `multi`.
     pub fn writes_waiting(&self, waiting: usize) {
         self.writes_waiting.set(waiting as i64);
+    }
+
+    /// Counts a probe of a session whose requests timed out (see `store::zk::session`).
+    pub fn session_probed(&self, outcome: ProbeOutcome) {
+        self.probes.at(outcome).inc();
     }
 
     pub fn error(&self, kind: StoreErrorKind) {

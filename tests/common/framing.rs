@@ -45,6 +45,11 @@ impl Framer {
         Framer::default()
     }
 
+    /// Whether a message has begun and not ended.
+    pub fn mid_message(&self) -> bool {
+        !self.head.is_empty() || self.skip > 0
+    }
+
     /// Feeds the next chunk; returns each message completed in it, with the offset in
     /// `chunk` just past its last byte.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<(usize, Message)> {
@@ -93,5 +98,57 @@ impl Framer {
             }
         }
         done
+    }
+}
+
+/// Forwards one client→server stream either as it comes (`pass`) or message by message,
+/// keeping only some (`sieve`), and can switch between the two at any byte without ever
+/// sending part of a message it then drops: a message sieved is sent whole or not at all,
+/// except that one already partly passed is always completed.
+#[derive(Debug, Default)]
+pub struct Sieve {
+    framer: Framer,
+    /// The bytes of the message under way that were not sent yet.
+    held: Vec<u8>,
+    /// Whether some bytes of the message under way were sent.
+    begun: bool,
+}
+
+impl Sieve {
+    pub fn new() -> Sieve {
+        Sieve::default()
+    }
+
+    /// Takes the next chunk and returns what to send now: anything held back, then the chunk.
+    /// Also returns the messages completed in the chunk, as `Framer::push` does.
+    pub fn pass(&mut self, chunk: &[u8]) -> (Vec<u8>, Vec<(usize, Message)>) {
+        let ends = self.framer.push(chunk);
+        let mut send = std::mem::take(&mut self.held);
+        send.extend_from_slice(chunk);
+        self.begun = self.framer.mid_message();
+        (send, ends)
+    }
+
+    /// Takes the next chunk and returns each message completed in it that `keep` keeps (or
+    /// that was begun), with the bytes of it still to send. The rest of an unfinished message
+    /// is held.
+    pub fn sieve(
+        &mut self,
+        chunk: &[u8],
+        keep: impl Fn(&Message) -> bool,
+    ) -> Vec<(Message, Vec<u8>)> {
+        let mut kept = Vec::new();
+        let mut start = 0;
+        for (end, message) in self.framer.push(chunk) {
+            let mut bytes = std::mem::take(&mut self.held);
+            bytes.extend_from_slice(&chunk[start..end]);
+            start = end;
+            if self.begun || keep(&message) {
+                kept.push((message, bytes));
+            }
+            self.begun = false;
+        }
+        self.held.extend_from_slice(&chunk[start..]);
+        kept
     }
 }

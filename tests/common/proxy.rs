@@ -1,8 +1,10 @@
 //! A fault-injecting TCP proxy on loopback: it owns one listening port in front of one
 //! target and every connection through it, and applies a `Mode` (pass, delay, black hole,
-//! cut after a ZooKeeper request, refuse) that can be changed at any time and takes effect
-//! on existing and new connections alike. `CutAfter` finds the request to cut after with
-//! `framing::Framer`.
+//! cut after a ZooKeeper request, refuse, stall) that can be changed at any time and takes
+//! effect on existing and new connections alike. `CutAfter` and `Stall` forward the client's
+//! stream in whole messages (`framing::Sieve`), so that they can pick the requests they act
+//! on; the other modes forward bytes as they come (the links between ensemble servers, which
+//! are not ZooKeeper's client protocol, go through them too).
 //!
 //! Proxies run on a small tokio runtime of their own, so they keep working whatever the
 //! test's runtime is doing and can be started from sync or async code.
@@ -20,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
-use super::framing::{Framer, Message};
+use super::framing::{op, Message, Sieve};
 
 /// How long a cut connection stays open after the request was forwarded, so the server
 /// has read it before it sees the connection close.
@@ -45,6 +47,10 @@ pub enum Mode {
     CutAfter { ops: Vec<i32>, refuse_for: Duration },
     /// Accept new connections and close them at once; existing ones are closed.
     Refuse,
+    /// A server cut off from its leader without noticing: on existing connections it
+    /// answers pings and reads, and takes in every write and sync (which go through the
+    /// leader) without ever answering them (they are dropped); new connections are refused.
+    Stall,
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -80,7 +86,8 @@ impl Shared {
 
     fn refusing(&self) -> bool {
         let state = self.state.lock().unwrap();
-        state.mode == Mode::Refuse || state.refuse_until.is_some_and(|t| Instant::now() < t)
+        matches!(state.mode, Mode::Refuse | Mode::Stall)
+            || state.refuse_until.is_some_and(|t| Instant::now() < t)
     }
 
     fn black_hole(&self) -> bool {
@@ -310,7 +317,7 @@ async fn read_side(
     shared: Arc<Shared>,
     cut: Arc<AtomicBool>,
 ) -> Ended {
-    let mut framer = Framer::new();
+    let mut sieve = Sieve::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match read.read(&mut buf).await {
@@ -318,46 +325,71 @@ async fn read_side(
             Ok(n) => n,
         };
         let now = Instant::now();
-        let data = &buf[..n];
-        let messages = match direction {
-            Direction::Up => framer.push(data),
-            Direction::Down => Vec::new(),
-        };
-        let delay = match (shared.mode(), direction) {
-            (Mode::BlackHole | Mode::Refuse, _) => continue,
-            (_, Direction::Down) if cut.load(Ordering::SeqCst) => continue,
-            (Mode::Delay(d), _) | (Mode::DelayReplies(d), Direction::Down) => d,
+        let mode = shared.mode();
+        let data = match (&mode, direction) {
+            (_, Direction::Down) => buf[..n].to_vec(),
             (Mode::CutAfter { .. }, Direction::Up) => {
-                let hit = messages.iter().find_map(|(end, message)| match message {
-                    Message::Request { op, .. } if shared.fire(*op) => Some(*end),
-                    _ => None,
+                let messages = sieve.sieve(&buf[..n], |_| true);
+                let hit = messages.iter().position(|(message, _)| {
+                    matches!(message, Message::Request { op, .. } if shared.fire(*op))
                 });
-                if let Some(end) = hit {
+                if let Some(hit) = hit {
                     cut.store(true, Ordering::SeqCst);
                     let (written, was_written) = oneshot::channel();
-                    let data = data[..end].to_vec();
-                    let written = Some(written);
+                    let data = messages[..=hit].iter().flat_map(|(_, b)| b.clone());
                     let _ = tx.send(Chunk {
                         at: now,
-                        data,
-                        written,
+                        data: data.collect(),
+                        written: Some(written),
                     });
                     let _ = tokio::time::timeout(Duration::from_secs(2), was_written).await;
                     tokio::time::sleep(CUT_GRACE).await;
                     return Ended::Cut;
                 }
-                Duration::ZERO
+                messages.into_iter().flat_map(|(_, b)| b).collect()
             }
+            (Mode::Stall, Direction::Up) => {
+                let kept = sieve.sieve(&buf[..n], answered_when_stalled);
+                kept.into_iter().flat_map(|(_, b)| b).collect()
+            }
+            (_, Direction::Up) => sieve.pass(&buf[..n]).0,
+        };
+        let delay = match (mode, direction) {
+            (Mode::BlackHole | Mode::Refuse, _) => continue,
+            (_, Direction::Down) if cut.load(Ordering::SeqCst) => continue,
+            (Mode::Delay(d), _) | (Mode::DelayReplies(d), Direction::Down) => d,
             _ => Duration::ZERO,
         };
+        if data.is_empty() {
+            continue;
+        }
         let chunk = Chunk {
             at: now + delay,
-            data: data.to_vec(),
+            data,
             written: None,
         };
         if tx.send(chunk).is_err() {
             return Ended::Reader;
         }
+    }
+}
+
+/// What a `Stall`ed server still answers: all but what goes through the leader.
+fn answered_when_stalled(message: &Message) -> bool {
+    const THROUGH_THE_LEADER: [i32; 9] = [
+        op::CREATE,
+        op::DELETE,
+        op::SET_DATA,
+        op::SYNC,
+        op::MULTI,
+        op::CREATE2,
+        op::CREATE_CONTAINER,
+        op::CREATE_TTL,
+        op::CLOSE_SESSION,
+    ];
+    match message {
+        Message::Request { op, .. } => !THROUGH_THE_LEADER.contains(op),
+        Message::Connect | Message::Short => true,
     }
 }
 

@@ -159,6 +159,7 @@ impl ZkStore {
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
             Err(NoAnswer::TimedOut) => {
+                self.session.report_stall();
                 StoreError::Unavailable("ZooKeeper did not answer in time".into())
             }
             Ok(error) => {
@@ -174,6 +175,7 @@ impl ZkStore {
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
             Err(NoAnswer::TimedOut) => {
+                self.session.report_stall();
                 StoreError::OutcomeUnknown("ZooKeeper did not answer in time".into())
             }
             Ok(error) => {

@@ -297,7 +297,9 @@ impl ZkStore {
         until: Instant,
     ) -> Result<Wake, StoreError> {
         // Watches go on the primary session, which sets them again when it reconnects; a
-        // stand-in's watches would end with it (see `session.rs`).
+        // stand-in's watches would end with it (see `session.rs`). A watch on a primary that
+        // is then given up on may never fire, so a change of primary wakes the caller too.
+        let mut replaced = self.session.clients();
         let client = self
             .primary_client(until)
             .await
@@ -307,7 +309,11 @@ impl ZkStore {
             Watch::Predecessor(id) => (format!("{}/{id}", self.queue_dir(name)), Wake::Predecessor),
         };
         let watched = client.check_and_watch_stat(&path);
-        let (stat, watcher) = match self.within(ZkOp::Exists, until, watched).await {
+        let answer = tokio::select! {
+            answer = self.within(ZkOp::Exists, until, watched) => answer,
+            _ = replaced.changed() => return Ok(woken),
+        };
+        let (stat, watcher) = match answer {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
             Err(NoAnswer::TimedOut) => return Ok(Wake::Timer),
@@ -322,6 +328,7 @@ impl ZkStore {
         }
         tokio::select! {
             _ = watcher.changed() => Ok(woken),
+            _ = replaced.changed() => Ok(woken),
             _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
         }
     }

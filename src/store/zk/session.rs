@@ -26,6 +26,31 @@
 //! - **It reads nothing older than the primary saw.** Its first request is a `sync`, so the
 //!   server it reached has applied every write committed before the outage, and a session
 //!   never reads backwards after that.
+//!
+//! **The server that answers no write.** A server can keep a session's connection alive (it
+//! answers the client's pings and reads, so zookeeper-client never calls it disconnected)
+//! while it answers no write: seen once here for about a minute, on a server that had been
+//! the leader, was paused past the session timeout and came back. Every write of the
+//! instance then times out, and nothing above would ever move it off that server. So a
+//! request that times out on a connected primary (`report_stall`) makes the supervisor probe
+//! it: a `sync`, which goes through the leader as a write does. If that gets no answer within
+//! a whole session timeout (`STALLED_AFTER`: a server merely slow under load has that long,
+//! the time ZooKeeper itself gives a silent client) and the session is still connected, the
+//! supervisor gives up on the session and builds a new one, as for an expired session
+//! (`lockwarden_zookeeper_session_probes_total` counts the outcomes). What that keeps:
+//! - **Safety needs nothing new.** Every write stays conditional; a write sent on the
+//!   abandoned session whose answer never came is an unknown outcome, as after any timeout.
+//! - **Waiters keep their places.** Their nodes belong to the abandoned session and stay
+//!   while it lives on (zookeeper-client keeps its connection until its unanswered requests
+//!   are answered, so it ends only when the server answers or stops answering pings). The
+//!   waiting calls of this instance wake when the primary changes (`ZkStore::wait_for_change`:
+//!   a watch on the abandoned session may never fire) and decide again on the new session,
+//!   still queued; once the old session ends, its nodes go, and the queue moves past a caller
+//!   that has gone by the usual hand-off and lease rules.
+//! - **The write window of `--gc-delay-ms`** assumes a request is applied, if ever, within
+//!   2 store timeouts + 1.5 session timeouts of being sent. A stalled server may apply one
+//!   later whether or not the session is abandoned; abandoning it cannot make that worse, and
+//!   it stops new requests from joining that backlog.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +60,7 @@ use tracing::{info, warn};
 use zookeeper_client as zk;
 
 use super::access::ZkAccess;
-use crate::metrics::zookeeper::{SessionState, ZkMetrics};
+use crate::metrics::zookeeper::{ProbeOutcome, SessionState, ZkMetrics};
 
 pub struct ZkSession {
     shared: Arc<Shared>,
@@ -46,6 +71,10 @@ pub struct ZkSession {
 const STAND_IN_TRY: Duration = Duration::from_millis(500);
 const STAND_IN_PAUSE: Duration = Duration::from_millis(50);
 
+/// A connected primary that answers no `sync` within this many session timeouts has stalled
+/// (see the module doc).
+const STALLED_AFTER: u32 = 1;
+
 struct Shared {
     current: watch::Sender<Option<zk::Client>>,
     /// A fresh session that serves while `current` is disconnected (see the module doc).
@@ -54,6 +83,8 @@ struct Shared {
     session_timeout: Duration,
     access: ZkAccess,
     suspect: Notify,
+    /// A request on a connected session got no answer in time (`report_stall`).
+    stall: Notify,
     metrics: ZkMetrics,
 }
 
@@ -90,6 +121,7 @@ impl ZkSession {
             session_timeout,
             access,
             suspect: Notify::new(),
+            stall: Notify::new(),
             metrics,
         });
         let (stop, stopped) = watch::channel(false);
@@ -209,6 +241,12 @@ impl ZkSession {
         self.shared.suspect.notify_one();
     }
 
+    /// Called when a request got no answer within its deadline: the supervisor probes a
+    /// connected primary, and replaces it if it answers nothing (see the module doc).
+    pub fn report_stall(&self) {
+        self.shared.stall.notify_one();
+    }
+
     pub fn session_timeout(&self) -> Duration {
         self.shared.session_timeout
     }
@@ -248,9 +286,30 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
         shared.set(Some(client.clone()));
         shared.metrics.session(gauged(client.state()));
         let mut stand_in: Option<tokio::task::JoinHandle<()>> = None;
+        let mut probe: Option<tokio::task::JoinHandle<bool>> = None;
         while !client.state().is_terminated() {
             tokio::select! {
                 _ = stopped.changed() => return,
+                _ = shared.stall.notified(), if probe.is_none() => {
+                    if client.state() == zk::SessionState::SyncConnected {
+                        let within = shared.session_timeout * STALLED_AFTER;
+                        probe = Some(tokio::spawn(answers_within(client.clone(), within)));
+                    }
+                },
+                answered = async { probe.as_mut().expect("a probe").await }, if probe.is_some() => {
+                    probe = None;
+                    let outcome = match answered {
+                        Ok(true) => ProbeOutcome::Answered,
+                        _ if client.state() == zk::SessionState::SyncConnected => ProbeOutcome::Abandoned,
+                        _ => ProbeOutcome::Disconnected,
+                    };
+                    shared.metrics.session_probed(outcome);
+                    if outcome == ProbeOutcome::Abandoned {
+                        warn!(session = %client.session_id(),
+                            "the ZooKeeper server keeps this session alive but answers none of its writes; giving the session up");
+                        break;
+                    }
+                },
                 state = states.changed() => {
                     if state.is_terminated() {
                         break;
@@ -270,6 +329,9 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             }
         }
         if let Some(task) = stand_in {
+            task.abort();
+        }
+        if let Some(task) = probe {
             task.abort();
         }
         shared.stand_in.send_replace(None);
@@ -328,6 +390,12 @@ async fn stand_in_while_disconnected(
     shared.metrics.stand_in(false);
     info!(primary = %primary.session_id(), state = ?primary.state(),
         "the stand-in ZooKeeper session is closed");
+}
+
+/// Whether the session's server answers a `sync` (which goes through the leader) within
+/// `within`. Any answer counts, an error too: the server is not stalled.
+async fn answers_within(client: zk::Client, within: Duration) -> bool {
+    tokio::time::timeout(within, client.sync("/")).await.is_ok()
 }
 
 /// The state `/metrics` shows for a live session's client state. A terminated session is

@@ -1,0 +1,135 @@
+//! A ZooKeeper server that keeps a session alive (it answers its pings and reads) but answers
+//! none of its writes: the instance gives that session up and goes on with a new one, instead
+//! of timing out every write for as long as the server stays that way (seen once, for about a
+//! minute, on a server that had been the paused leader). A server that is only slow is not
+//! given up on. Both are played by fault proxies in front of the one test server: the
+//! instance's connect string names two, so a new session has somewhere to go.
+
+mod common;
+
+use std::time::Duration;
+
+use common::proxy::{Mode, Proxy};
+use common::{eventually, unique_root, zk, zk_args, zk_client, znodes_under, Service};
+use reqwest::StatusCode;
+use serde_json::json;
+
+const ABANDONED: &str = "lockwarden_zookeeper_session_probes_total{outcome=\"abandoned\"}";
+const ANSWERED: &str = "lockwarden_zookeeper_session_probes_total{outcome=\"answered\"}";
+
+/// An instance (store timeout 1 s, session timeout 4 s) whose ZooKeeper is reached through
+/// either of two proxies, and the proxy its session went through.
+async fn through_two_proxies() -> (Service, [Proxy; 2], usize) {
+    let target = format!("127.0.0.1:{}", zk::shared().port).parse().unwrap();
+    let proxies = [Proxy::start(target), Proxy::start(target)];
+    let mut args = zk_args(zk::shared(), &unique_root());
+    let connect = format!("{},{}", proxies[0].addr(), proxies[1].addr());
+    args.zk = Some(connect);
+    let svc = Service::start(args).await;
+    let lease = svc.must_acquire("warm-up", "w", 60_000).await;
+    let (status, _) = svc
+        .release("warm-up", lease["lease_id"].as_str().unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let used = |p: &Proxy| p.open_connections() > 0;
+    assert!(
+        used(&proxies[0]) != used(&proxies[1]),
+        "one session, through one proxy"
+    );
+    let through = usize::from(used(&proxies[1]));
+    (svc, proxies, through)
+}
+
+/// Whether a fresh lock can be taken and released (each call within the store timeout).
+async fn serves(svc: &Service, name: &str) -> bool {
+    let (status, body) = svc
+        .acquire(name, json!({"owner": "f", "lease_ms": 60000}))
+        .await;
+    if status != StatusCode::OK {
+        return false;
+    }
+    let lease = body["lease_id"].as_str().unwrap();
+    svc.release(name, lease).await.0 == StatusCode::OK
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_server_answers_no_write_is_given_up_and_replaced() {
+    let (svc, proxies, through) = through_two_proxies().await;
+    let zk = zk_client(zk::shared()).await;
+    let queue = format!("{}/state/kept", svc.root);
+    let held = svc.must_acquire("kept", "holder", 60_000).await;
+    let waiter = {
+        let (http, base) = (svc.http.clone(), svc.base.clone());
+        tokio::spawn(async move {
+            let body = json!({"owner": "waiter", "lease_ms": 60000, "waiting_ms": 30000});
+            let url = format!("{base}/v1/locks/kept/acquire");
+            let answer = http.post(url).json(&body).send().await.unwrap();
+            let status = answer.status();
+            (status, answer.json::<serde_json::Value>().await.unwrap())
+        })
+    };
+    eventually(Duration::from_secs(10), "the waiter is queued", || async {
+        znodes_under(&zk, &queue).await.len() == 1
+    })
+    .await;
+
+    proxies[through].set_mode(Mode::Stall);
+    // The first call times out on the stalled session and has it probed; a session timeout
+    // later the instance gives it up and opens one through the other proxy.
+    eventually(Duration::from_secs(30), "the instance serves again", || {
+        serves(&svc, "fresh")
+    })
+    .await;
+    assert_eq!(svc.metric(ABANDONED).await, 1, "one session given up");
+    assert!(
+        proxies[1 - through].open_connections() > 0,
+        "the new session"
+    );
+
+    // The waiter kept its place: the holder's release hands it the lock.
+    let lease = held["lease_id"].as_str().unwrap();
+    assert_eq!(svc.release("kept", lease).await.0, StatusCode::OK);
+    let (status, body) = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter is answered")
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "the waiter gets the lock: {body}");
+    let lease = body["lease_id"].as_str().unwrap();
+    assert_eq!(svc.release("kept", lease).await.0, StatusCode::OK);
+
+    // The given-up session ends once its server lets it go; nothing of it stays queued.
+    proxies[through].set_mode(Mode::Refuse);
+    eventually(Duration::from_secs(20), "the queue is empty", || async {
+        znodes_under(&zk, &queue).await.is_empty()
+    })
+    .await;
+    assert!(serves(&svc, "after").await);
+    assert_eq!(svc.metric(ABANDONED).await, 1, "the new session is kept");
+}
+
+/// A server that answers late (1.5 s, under the 4-s session timeout) times calls out, but its
+/// session is kept: the probe's answer comes in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_server_is_only_slow_is_kept() {
+    let (svc, proxies, through) = through_two_proxies().await;
+    proxies[through].set_mode(Mode::DelayReplies(Duration::from_millis(1500)));
+    let (status, body) = svc
+        .acquire("slow", json!({"owner": "s", "lease_ms": 60000}))
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    eventually(Duration::from_secs(10), "the probe is answered", || async {
+        svc.metric(ANSWERED).await > 0
+    })
+    .await;
+    proxies[through].set_mode(Mode::Pass);
+    eventually(Duration::from_secs(10), "the instance serves again", || {
+        serves(&svc, "slow")
+    })
+    .await;
+    assert_eq!(svc.metric(ABANDONED).await, 0, "the session was kept");
+    assert_eq!(
+        proxies[1 - through].accepted(),
+        0,
+        "no other session was opened"
+    );
+}
