@@ -1,8 +1,8 @@
 //! The ZooKeeper store's metrics: request latency by operation, store errors by kind, the
-//! session's state, and the probes of a session whose requests time out. The families are registered with every
-//! instance's registry, but their series are made only by [`Families::series`], which only
-//! the ZooKeeper store calls: an instance on the in-memory store shows none of them (a
-//! registry leaves out a family without series).
+//! session's state, and the probes of a session whose requests time out. The families are
+//! registered with every instance's registry, but their series are made only by
+//! [`Families::series`], which only the ZooKeeper store calls: an instance on the in-memory
+//! store shows none of them (a registry leaves out a family without series).
 
 use std::future::Future;
 use std::time::Instant;

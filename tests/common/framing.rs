@@ -120,13 +120,12 @@ impl Sieve {
     }
 
     /// Takes the next chunk and returns what to send now: anything held back, then the chunk.
-    /// Also returns the messages completed in the chunk, as `Framer::push` does.
-    pub fn pass(&mut self, chunk: &[u8]) -> (Vec<u8>, Vec<(usize, Message)>) {
-        let ends = self.framer.push(chunk);
+    pub fn pass(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.framer.push(chunk);
         let mut send = std::mem::take(&mut self.held);
         send.extend_from_slice(chunk);
         self.begun = self.framer.mid_message();
-        (send, ends)
+        send
     }
 
     /// Takes the next chunk and returns each message completed in it that `keep` keeps (or

@@ -352,7 +352,7 @@ async fn read_side(
                 let kept = sieve.sieve(&buf[..n], answered_when_stalled);
                 kept.into_iter().flat_map(|(_, b)| b).collect()
             }
-            (_, Direction::Up) => sieve.pass(&buf[..n]).0,
+            (_, Direction::Up) => sieve.pass(&buf[..n]),
         };
         let delay = match (mode, direction) {
             (Mode::BlackHole | Mode::Refuse, _) => continue,

@@ -299,11 +299,9 @@ impl ZkStore {
         // Watches go on the primary session, which sets them again when it reconnects; a
         // stand-in's watches would end with it (see `session.rs`). A watch on a primary that
         // is then given up on may never fire, so a change of primary wakes the caller too.
-        let mut replaced = self.session.clients();
-        let client = self
-            .primary_client(until)
-            .await
-            .map_err(|e| self.read_failed(Err(e)))?;
+        let Some((client, mut replaced)) = self.session.primary_and_changes(until).await else {
+            return Err(self.read_failed(Err(NoAnswer::NoSession)));
+        };
         let (path, woken) = match watch {
             Watch::Record => (self.path(name), Wake::Record),
             Watch::Predecessor(id) => (format!("{}/{id}", self.queue_dir(name)), Wake::Predecessor),

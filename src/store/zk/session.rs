@@ -34,8 +34,8 @@
 //! instance then times out, and nothing above would ever move it off that server. So a
 //! request that times out on a connected primary (`report_stall`) makes the supervisor probe
 //! it: a `sync`, which goes through the leader as a write does. If that gets no answer within
-//! a whole session timeout (`STALLED_AFTER`: a server merely slow under load has that long,
-//! the time ZooKeeper itself gives a silent client) and the session is still connected, the
+//! a whole session timeout (a server merely slow under load has that long, the time
+//! ZooKeeper itself gives a silent client) and the session is still connected, the
 //! supervisor gives up on the session and builds a new one, as for an expired session
 //! (`lockwarden_zookeeper_session_probes_total` counts the outcomes). What that keeps:
 //! - **Safety needs nothing new.** Every write stays conditional; a write sent on the
@@ -70,10 +70,6 @@ pub struct ZkSession {
 /// How long one try to open a stand-in session may take, and the pause between tries.
 const STAND_IN_TRY: Duration = Duration::from_millis(500);
 const STAND_IN_PAUSE: Duration = Duration::from_millis(50);
-
-/// A connected primary that answers no `sync` within this many session timeouts has stalled
-/// (see the module doc).
-const STALLED_AFTER: u32 = 1;
 
 struct Shared {
     current: watch::Sender<Option<zk::Client>>,
@@ -163,13 +159,25 @@ impl ZkSession {
     /// The primary session's client, for what must live and die with it (waiter nodes);
     /// while a session is being (re)built, waits for it until `deadline`.
     pub async fn primary(&self, deadline: Instant) -> Option<zk::Client> {
+        self.primary_and_changes(deadline)
+            .await
+            .map(|(client, _)| client)
+    }
+
+    /// The primary session's client, as [`ZkSession::primary`] gives it, and a receiver
+    /// whose `changed` fires once the primary is no longer that one (given up, expired,
+    /// replaced).
+    pub(super) async fn primary_and_changes(
+        &self,
+        deadline: Instant,
+    ) -> Option<(zk::Client, watch::Receiver<Option<zk::Client>>)> {
         let mut current = self.shared.current.subscribe();
         let ready = current.wait_for(Option::is_some);
         let client = match tokio::time::timeout_at(deadline.into(), ready).await {
-            Ok(Ok(client)) => client.clone(),
-            _ => None,
+            Ok(Ok(client)) => client.clone()?,
+            _ => return None,
         };
-        client
+        Some((client, current))
     }
 
     /// Whether a client's session still serves this instance's requests: connected, and
@@ -292,8 +300,8 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
                 _ = stopped.changed() => return,
                 _ = shared.stall.notified(), if probe.is_none() => {
                     if client.state() == zk::SessionState::SyncConnected {
-                        let within = shared.session_timeout * STALLED_AFTER;
-                        probe = Some(tokio::spawn(answers_within(client.clone(), within)));
+                        let probed = answers_within(client.clone(), shared.session_timeout);
+                        probe = Some(tokio::spawn(probed));
                     }
                 },
                 answered = async { probe.as_mut().expect("a probe").await }, if probe.is_some() => {
