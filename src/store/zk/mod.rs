@@ -36,6 +36,7 @@ pub(crate) mod ops;
 mod queue;
 mod read;
 mod session;
+mod stand_in;
 mod write;
 
 pub use session::ZkSession;

@@ -12,9 +12,10 @@
 //! more. An election that ends just after the second round leaves the instance without
 //! ZooKeeper for over a second, longer than a 1 s lease. So while the primary is
 //! disconnected, the supervisor also tries to open a *fresh* session every
-//! `STAND_IN_PAUSE` (each try asks every server once, at once), and once one is open, caught
-//! up (`sync`) and the primary still disconnected, [`ZkSession::client`] hands it out. When
-//! the primary is back (or gone for good), the stand-in is dropped, which closes its session.
+//! `STAND_IN_PAUSE` (each try asks every server once, at once; `stand_in.rs`), and once one
+//! is open, caught up (`sync`) and the primary still disconnected, [`ZkSession::client`]
+//! hands it out. When the primary is back (or gone for good), the stand-in is dropped, which
+//! closes its session.
 //! Why this keeps every guarantee:
 //! - **It never owns an ephemeral node.** Waiter nodes are created only through
 //!   [`ZkSession::primary`], so a waiter's place lives and dies with the primary session,
@@ -60,6 +61,7 @@ use tracing::{info, warn};
 use zookeeper_client as zk;
 
 use super::access::ZkAccess;
+use super::stand_in;
 use crate::metrics::zookeeper::{ProbeOutcome, SessionState, ZkMetrics};
 
 pub struct ZkSession {
@@ -67,21 +69,17 @@ pub struct ZkSession {
     stop: watch::Sender<bool>,
 }
 
-/// How long one try to open a stand-in session may take, and the pause between tries.
-const STAND_IN_TRY: Duration = Duration::from_millis(500);
-const STAND_IN_PAUSE: Duration = Duration::from_millis(50);
-
-struct Shared {
+pub(super) struct Shared {
     current: watch::Sender<Option<zk::Client>>,
     /// A fresh session that serves while `current` is disconnected (see the module doc).
-    stand_in: watch::Sender<Option<zk::Client>>,
+    pub(super) stand_in: watch::Sender<Option<zk::Client>>,
     connect: String,
     session_timeout: Duration,
     access: ZkAccess,
     suspect: Notify,
     /// A request on a connected session got no answer in time (`report_stall`).
     stall: Notify,
-    metrics: ZkMetrics,
+    pub(super) metrics: ZkMetrics,
 }
 
 impl Shared {
@@ -90,7 +88,7 @@ impl Shared {
     }
 
     /// Opens a new session: every server tried once, at once, before giving up.
-    async fn open(&self) -> Result<zk::Client, zk::Error> {
+    pub(super) async fn open(&self) -> Result<zk::Client, zk::Error> {
         let connector = zk::Client::connector()
             .with_session_timeout(self.session_timeout)
             .with_fail_eagerly();
@@ -325,7 +323,7 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
                     shared.metrics.session(gauged(state));
                     let idle = stand_in.as_ref().is_none_or(|task| task.is_finished());
                     if state == zk::SessionState::Disconnected && idle {
-                        let task = stand_in_while_disconnected(
+                        let task = stand_in::serve_while_disconnected(
                             shared.clone(),
                             client.clone(),
                             stopped.clone(),
@@ -348,56 +346,6 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
             "ZooKeeper session ended; building a new one");
         shared.set(None);
     }
-}
-
-/// While `primary` is disconnected: opens a fresh session (see the module doc), offers it as
-/// the stand-in, and withdraws it (closing its session) once the primary is connected again
-/// or has ended.
-async fn stand_in_while_disconnected(
-    shared: Arc<Shared>,
-    primary: zk::Client,
-    mut stopped: watch::Receiver<bool>,
-) {
-    let mut states = primary.state_watcher();
-    let back = async move {
-        while states.state() == zk::SessionState::Disconnected {
-            states.changed().await;
-        }
-    };
-    tokio::pin!(back);
-    let stand_in = loop {
-        let attempt = async {
-            let client = shared.open().await.ok()?;
-            client.sync("/").await.ok()?;
-            Some(client)
-        };
-        tokio::select! {
-            _ = &mut back => return,
-            _ = stopped.changed() => return,
-            opened = tokio::time::timeout(STAND_IN_TRY, attempt) => {
-                if let Ok(Some(client)) = opened {
-                    break client;
-                }
-            }
-        }
-        tokio::select! {
-            _ = &mut back => return,
-            _ = stopped.changed() => return,
-            _ = tokio::time::sleep(STAND_IN_PAUSE) => {}
-        }
-    };
-    info!(session = %stand_in.session_id(), primary = %primary.session_id(),
-        "the ZooKeeper session is disconnected; a stand-in session serves meanwhile");
-    shared.stand_in.send_replace(Some(stand_in));
-    shared.metrics.stand_in(true);
-    tokio::select! {
-        _ = &mut back => {}
-        _ = stopped.changed() => {}
-    }
-    shared.stand_in.send_replace(None);
-    shared.metrics.stand_in(false);
-    info!(primary = %primary.session_id(), state = ?primary.state(),
-        "the stand-in ZooKeeper session is closed");
 }
 
 /// Whether the session's server answers a `sync` (which goes through the leader) within
