@@ -1,8 +1,8 @@
 //! A ZooKeeper server that keeps a session alive (it answers its pings and reads) but answers
 //! none of its writes: the instance gives that session up and goes on with a new one, instead
 //! of timing out every write for as long as the server stays that way (seen once, for about a
-//! minute, on a server that had been the paused leader). A server that is only slow is not
-//! given up on. Both are played by fault proxies in front of the one test server: the
+//! minute, on a server that had been the paused leader), nor when it still answers syncs. A
+//! server that is only slow is not given up on. Both are played by fault proxies in front of the one test server: the
 //! instance's connect string names two, so a new session has somewhere to go.
 
 mod common;
@@ -105,6 +105,24 @@ async fn a_session_whose_server_answers_no_write_is_given_up_and_replaced() {
     .await;
     assert!(serves(&svc, "after").await);
     assert_eq!(svc.metric(ABANDONED).await, 1, "the new session is kept");
+}
+
+/// A server that answers syncs but no write (a `sync` goes through the leader but is not
+/// logged by a quorum) is given up too: the probe is a write. With a `sync` for the probe,
+/// the session was kept and the instance never served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_server_answers_syncs_but_no_write_is_given_up() {
+    let (svc, proxies, through) = through_two_proxies().await;
+    proxies[through].set_mode(Mode::StallWrites);
+    eventually(Duration::from_secs(30), "the instance serves again", || {
+        serves(&svc, "synced")
+    })
+    .await;
+    assert_eq!(svc.metric(ABANDONED).await, 1, "one session given up");
+    assert!(
+        proxies[1 - through].open_connections() > 0,
+        "the new session"
+    );
 }
 
 /// A server that answers late (1.5 s, under the 4-s session timeout) times calls out, but its

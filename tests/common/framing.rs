@@ -17,6 +17,23 @@ pub mod op {
     pub const CREATE_CONTAINER: i32 = 19;
     pub const CREATE_TTL: i32 = 21;
     pub const CLOSE_SESSION: i32 = -11;
+
+    /// Whether a request of this type goes through the leader (the writes, `sync` and the
+    /// session's close); a server answers the others on its own.
+    pub fn through_the_leader(op: i32) -> bool {
+        [
+            CREATE,
+            DELETE,
+            SET_DATA,
+            SYNC,
+            MULTI,
+            CREATE2,
+            CREATE_CONTAINER,
+            CREATE_TTL,
+            CLOSE_SESSION,
+        ]
+        .contains(&op)
+    }
 }
 
 /// One message found by `Framer`.

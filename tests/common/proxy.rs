@@ -1,10 +1,10 @@
 //! A fault-injecting TCP proxy on loopback: it owns one listening port in front of one
 //! target and every connection through it, and applies a `Mode` (pass, delay, black hole,
 //! cut after a ZooKeeper request, refuse, stall) that can be changed at any time and takes
-//! effect on existing and new connections alike. `CutAfter` and `Stall` forward the client's
-//! stream in whole messages (`framing::Sieve`), so that they can pick the requests they act
-//! on; the other modes forward bytes as they come (the links between ensemble servers, which
-//! are not ZooKeeper's client protocol, go through them too).
+//! effect on existing and new connections alike. `CutAfter` and the stalls forward the
+//! client's stream in whole messages (`framing::Sieve`), so that they can pick the requests
+//! they act on; the other modes forward bytes as they come (the links between ensemble
+//! servers, which are not ZooKeeper's client protocol, go through them too).
 //!
 //! Proxies run on a small tokio runtime of their own, so they keep working whatever the
 //! test's runtime is doing and can be started from sync or async code.
@@ -51,6 +51,8 @@ pub enum Mode {
     /// answers pings and reads, and takes in every write and sync (which go through the
     /// leader) without ever answering them (they are dropped); new connections are refused.
     Stall,
+    /// As `Stall`, but syncs are answered: only writes go unanswered.
+    StallWrites,
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -86,7 +88,7 @@ impl Shared {
 
     fn refusing(&self) -> bool {
         let state = self.state.lock().unwrap();
-        matches!(state.mode, Mode::Refuse | Mode::Stall)
+        matches!(state.mode, Mode::Refuse | Mode::Stall | Mode::StallWrites)
             || state.refuse_until.is_some_and(|t| Instant::now() < t)
     }
 
@@ -348,8 +350,9 @@ async fn read_side(
                 }
                 messages.into_iter().flat_map(|(_, b)| b).collect()
             }
-            (Mode::Stall, Direction::Up) => {
-                let kept = sieve.sieve(&buf[..n], answered_when_stalled);
+            (Mode::Stall | Mode::StallWrites, Direction::Up) => {
+                let syncs = mode == Mode::StallWrites;
+                let kept = sieve.sieve(&buf[..n], |m| answered_when_stalled(m, syncs));
                 kept.into_iter().flat_map(|(_, b)| b).collect()
             }
             (_, Direction::Up) => sieve.pass(&buf[..n]),
@@ -374,21 +377,11 @@ async fn read_side(
     }
 }
 
-/// What a `Stall`ed server still answers: all but what goes through the leader.
-fn answered_when_stalled(message: &Message) -> bool {
-    const THROUGH_THE_LEADER: [i32; 9] = [
-        op::CREATE,
-        op::DELETE,
-        op::SET_DATA,
-        op::SYNC,
-        op::MULTI,
-        op::CREATE2,
-        op::CREATE_CONTAINER,
-        op::CREATE_TTL,
-        op::CLOSE_SESSION,
-    ];
+/// What a stalled server still answers: all but what goes through the leader, and syncs
+/// too when `syncs`.
+fn answered_when_stalled(message: &Message, syncs: bool) -> bool {
     match message {
-        Message::Request { op, .. } => !THROUGH_THE_LEADER.contains(op),
+        Message::Request { op, .. } => !op::through_the_leader(*op) || (syncs && *op == op::SYNC),
         Message::Connect | Message::Short => true,
     }
 }

@@ -34,11 +34,14 @@
 //! the leader, was paused past the session timeout and came back. Every write of the
 //! instance then times out, and nothing above would ever move it off that server. So a
 //! request that times out on a connected primary (`report_stall`) makes the supervisor probe
-//! it: a `sync`, which goes through the leader as a write does. If that gets no answer within
-//! a whole session timeout (a server merely slow under load has that long, the time
-//! ZooKeeper itself gives a silent client) and the session is still connected, the
-//! supervisor gives up on the session and builds a new one, as for an expired session
-//! (`lockwarden_zookeeper_session_probes_total` counts the outcomes). What that keeps:
+//! it with a write that changes nothing: a `multi` holding one version check of the root,
+//! with any version. Like every write it goes through the leader and is logged by a quorum
+//! (a `sync` would go through the leader only, so a server that answered syncs but not
+//! writes would pass it). If that gets no answer within a whole session timeout (a server
+//! merely slow under load has that long, the time ZooKeeper itself gives a silent client) and
+//! the session is still connected, the supervisor gives up on the session and builds a new
+//! one, as for an expired session (`lockwarden_zookeeper_session_probes_total` counts the
+//! outcomes). One probe at a time, and only after a request timed out. What that keeps:
 //! - **Safety needs nothing new.** Every write stays conditional; a write sent on the
 //!   abandoned session whose answer never came is an unknown outcome, as after any timeout.
 //! - **Waiters keep their places.** Their nodes belong to the abandoned session and stay
@@ -348,10 +351,16 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-/// Whether the session's server answers a `sync` (which goes through the leader) within
-/// `within`. Any answer counts, an error too: the server is not stalled.
+/// Whether the session's server answers a write within `within`: a `multi` that only checks
+/// the root's version (any version, so it changes nothing). Any answer counts, an error too
+/// (a root this session may not read, say): the server is not stalled.
 async fn answers_within(client: zk::Client, within: Duration) -> bool {
-    tokio::time::timeout(within, client.sync("/")).await.is_ok()
+    const ANY_VERSION: i32 = -1;
+    let mut probe = client.new_multi_writer();
+    if probe.add_check_version("/", ANY_VERSION).is_err() {
+        return true;
+    }
+    tokio::time::timeout(within, probe.commit()).await.is_ok()
 }
 
 /// The state `/metrics` shows for a live session's client state. A terminated session is
