@@ -52,6 +52,23 @@ async fn serves(svc: &Service, name: &str) -> bool {
     svc.release(name, lease).await.0 == StatusCode::OK
 }
 
+/// Stalls the proxy the session goes through and waits until the instance serves again,
+/// which it does once it has given that session up (exactly once) for one through the other.
+async fn stall_until_replaced(svc: &Service, proxies: &[Proxy; 2], through: usize, stall: Mode) {
+    proxies[through].set_mode(stall);
+    // The first call times out on the stalled session and has it probed; a session timeout
+    // later the instance gives it up and opens one through the other proxy.
+    eventually(Duration::from_secs(30), "the instance serves again", || {
+        serves(svc, "fresh")
+    })
+    .await;
+    assert_eq!(svc.metric(ABANDONED).await, 1, "one session given up");
+    assert!(
+        proxies[1 - through].open_connections() > 0,
+        "the new session"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_server_answers_no_write_is_given_up_and_replaced() {
     let (svc, proxies, through) = through_two_proxies().await;
@@ -73,18 +90,7 @@ async fn a_session_whose_server_answers_no_write_is_given_up_and_replaced() {
     })
     .await;
 
-    proxies[through].set_mode(Mode::Stall);
-    // The first call times out on the stalled session and has it probed; a session timeout
-    // later the instance gives it up and opens one through the other proxy.
-    eventually(Duration::from_secs(30), "the instance serves again", || {
-        serves(&svc, "fresh")
-    })
-    .await;
-    assert_eq!(svc.metric(ABANDONED).await, 1, "one session given up");
-    assert!(
-        proxies[1 - through].open_connections() > 0,
-        "the new session"
-    );
+    stall_until_replaced(&svc, &proxies, through, Mode::Stall).await;
 
     // The waiter kept its place: the holder's release hands it the lock.
     let lease = held["lease_id"].as_str().unwrap();
@@ -113,16 +119,7 @@ async fn a_session_whose_server_answers_no_write_is_given_up_and_replaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_server_answers_syncs_but_no_write_is_given_up() {
     let (svc, proxies, through) = through_two_proxies().await;
-    proxies[through].set_mode(Mode::StallWrites);
-    eventually(Duration::from_secs(30), "the instance serves again", || {
-        serves(&svc, "synced")
-    })
-    .await;
-    assert_eq!(svc.metric(ABANDONED).await, 1, "one session given up");
-    assert!(
-        proxies[1 - through].open_connections() > 0,
-        "the new session"
-    );
+    stall_until_replaced(&svc, &proxies, through, Mode::StallWrites).await;
 }
 
 /// A server that answers late (1.5 s, under the 4-s session timeout) times calls out, but its
