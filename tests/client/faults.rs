@@ -2,22 +2,41 @@
 //! ensemble's leader (issue 11's target). A competitor on another instance tries to take
 //! the lock every 100 ms. What must hold, always: the competitor never gets the lock while
 //! the guard has not reported a loss, and the token never changes meanwhile. And the lease
-//! is kept for the whole minute: the instance is without ZooKeeper for the election plus
-//! at most about 50 ms (its stand-in session, `src/store/zk/session.rs`), well inside the
-//! ~650 ms a third-of-the-lease renewal leaves. The longest stretch without a successful
-//! renewal, seen from outside, is printed.
+//! is kept for the whole minute whenever the election lets it be: the instance is without
+//! ZooKeeper for the election plus at most about 50 ms (its stand-in session,
+//! `src/store/zk/stand_in.rs`), well inside the ~650 ms a third-of-the-lease renewal leaves
+//! after the kill. The test times the election (from the kill until a new leader serves). An
+//! election longer than `KEEPABLE_ELECTION` (seen on a machine kept busy by other work: no
+//! write could land for that long) may cost the lease, which must then run out on the
+//! guard's side before the competitor gets it; a shorter one must not. The longest stretch
+//! without a successful renewal, seen from outside, and the election's length are printed.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockwarden_client::Client;
+use lockwarden_client::{Client, LossReason};
 use serde_json::json;
 
 use super::common::ensemble::{Ensemble, EnsembleOptions};
 use super::common::{unique_root, zk_args, Service};
 
+/// The longest election after which the lease must still be kept: of the ~650 ms the lease
+/// leaves after the kill at worst, about 150 ms go to the stand-in session and the renewal.
+const KEEPABLE_ELECTION: Duration = Duration::from_millis(500);
+
+/// From `killed` until a node other than `old` answers as leader.
+async fn election(ensemble: Arc<Ensemble>, old: usize, killed: Instant) -> Duration {
+    loop {
+        if ensemble.leader().await.is_some_and(|new| new != old) {
+            return killed.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
-    let ensemble = Ensemble::start(EnsembleOptions::default()).await;
+    let ensemble = Arc::new(Ensemble::start(EnsembleOptions::default()).await);
     let root = unique_root();
     let start = || {
         let mut args = zk_args(super::common::zk::shared(), &root);
@@ -36,15 +55,16 @@ async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
         .unwrap();
     let token = guard.fencing_token();
     let started = Instant::now();
-    let mut killed = false;
+    let mut elected = None;
     let mut answers = std::collections::BTreeMap::new();
     let (mut last_expiry, mut longest_stale) = (None, Duration::ZERO);
     let mut stale_since: Option<Instant> = None;
     while started.elapsed() < Duration::from_secs(60) {
-        if !killed && started.elapsed() >= Duration::from_secs(15) {
+        if elected.is_none() && started.elapsed() >= Duration::from_secs(15) {
             let leader = ensemble.leader().await.expect("a leader");
             ensemble.kill(leader);
-            killed = true;
+            let timing = election(ensemble.clone(), leader, Instant::now());
+            elected = Some(tokio::spawn(timing));
         }
         let lost = guard.loss();
         let (status, answer) = competitor_side
@@ -56,11 +76,25 @@ async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
                 lost.is_some(),
                 "the competitor got a lock the guard still holds: {answer}"
             );
-            panic!(
+            let elected = elected.take().expect("the loss follows the kill");
+            let election = tokio::time::timeout(Duration::from_secs(30), elected)
+                .await
+                .expect("a new leader")
+                .unwrap();
+            assert!(
+                election > KEEPABLE_ELECTION,
                 "the guard lost the lease ({lost:?}) at {:?} (the competitor took it after \
-                 the margin, as it may): the lease was not kept through the leader kill",
+                 the margin, as it may), though the election took only {election:?}: the \
+                 lease was not kept through the leader kill",
                 started.elapsed()
             );
+            assert!(matches!(lost, Some(LossReason::LeaseRanOut)), "{lost:?}");
+            println!(
+                "the election took {election:?}, longer than a renewal can wait: the lease \
+                 ran out on the guard's side at {:?}, and only then did the competitor get it",
+                started.elapsed()
+            );
+            return;
         }
         if status == 409 && lost.is_none() {
             assert_eq!(
@@ -79,10 +113,15 @@ async fn a_one_second_lease_through_a_leader_kill_is_never_held_twice() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(killed);
+    let elected = elected.expect("the leader was killed");
+    let election = tokio::time::timeout(Duration::from_secs(30), elected)
+        .await
+        .expect("a new leader")
+        .unwrap();
     println!(
-        "kept for 60 s through a leader kill: {}; longest stretch without a renewal seen \
-         by the competitor: {longest_stale:?}; its answers: {answers:?}",
+        "kept for 60 s through a leader kill: {}; the election took {election:?}; longest \
+         stretch without a renewal seen by the competitor: {longest_stale:?}; its answers: \
+         {answers:?}",
         guard.loss().is_none()
     );
     assert_eq!(
