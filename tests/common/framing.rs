@@ -9,12 +9,15 @@ pub mod op {
     pub const EXISTS: i32 = 3;
     pub const GET_DATA: i32 = 4;
     pub const SET_DATA: i32 = 5;
+    pub const SET_ACL: i32 = 7;
     pub const SYNC: i32 = 9;
     pub const PING: i32 = 11;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
     pub const CREATE2: i32 = 15;
+    pub const RECONFIG: i32 = 16;
     pub const CREATE_CONTAINER: i32 = 19;
+    pub const DELETE_CONTAINER: i32 = 20;
     pub const CREATE_TTL: i32 = 21;
     pub const CLOSE_SESSION: i32 = -11;
 
@@ -25,10 +28,14 @@ pub mod op {
             CREATE,
             DELETE,
             SET_DATA,
+            SET_ACL,
             SYNC,
+            CHECK,
             MULTI,
             CREATE2,
+            RECONFIG,
             CREATE_CONTAINER,
+            DELETE_CONTAINER,
             CREATE_TTL,
             CLOSE_SESSION,
         ]
