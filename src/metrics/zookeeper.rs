@@ -143,7 +143,7 @@ impl Families {
         let probes = IntCounterVec::new(
             Opts::new(
                 "lockwarden_zookeeper_session_probes_total",
-                "Probes (a sync) of this instance's connected ZooKeeper session after a request timed out, by outcome: answered within a session timeout (the session is kept), abandoned (no answer while the session stayed connected: its server answers no write, so the session was given up and replaced), or disconnected (no answer, and the connection was lost meanwhile).",
+                "Probes (a write that changes nothing) of this instance's connected ZooKeeper session after a request timed out, by outcome: answered within a session timeout (the session is kept), abandoned (no answer while the session stayed connected: its server answers no write, so the session was given up and replaced), or disconnected (no answer, and the connection was lost meanwhile).",
             ),
             &["outcome"],
         );
