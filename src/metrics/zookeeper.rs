@@ -93,6 +93,7 @@ pub(super) struct Families {
     record_writes: IntCounterVec,
     writes_waiting: IntGaugeVec,
     probes: IntCounterVec,
+    contradictions: IntCounterVec,
 }
 
 impl Families {
@@ -147,7 +148,15 @@ impl Families {
             ),
             &["outcome"],
         );
+        let contradictions = IntCounterVec::new(
+            Opts::new(
+                "lockwarden_zookeeper_contradicting_copies_total",
+                "Primary ZooKeeper sessions given up because their server's copy of a record contradicted the leader's: twice running, a read on the session showed the record in the very state the leader had just refused a write on (see \"Sessions\" in the README).",
+            ),
+            &[],
+        );
         Families {
+            contradictions: register(registry, contradictions),
             probes: register(registry, probes),
             record_writes: register(registry, record_writes),
             writes_waiting: register(registry, writes_waiting),
@@ -168,6 +177,7 @@ impl Families {
             record_writes: Labeled::of(&self.record_writes),
             writes_waiting: self.writes_waiting.with_label_values::<&str>(&[]),
             probes: Labeled::of(&self.probes),
+            contradictions: self.contradictions.with_label_values::<&str>(&[]),
         };
         metrics.session(SessionState::Connecting);
         metrics
@@ -184,6 +194,7 @@ pub struct ZkMetrics {
     record_writes: Labeled<prometheus::IntCounter, WriteSharing>,
     writes_waiting: prometheus::IntGauge,
     probes: Labeled<prometheus::IntCounter, ProbeOutcome>,
+    contradictions: prometheus::IntCounter,
 }
 
 impl ZkMetrics {
@@ -222,6 +233,11 @@ impl ZkMetrics {
     /// Counts a probe of a session whose requests timed out (see `store::zk::session`).
     pub fn session_probed(&self, outcome: ProbeOutcome) {
         self.probes.at(outcome).inc();
+    }
+
+    /// Counts a session given up because its server's copy contradicted the leader's.
+    pub fn contradicting_copy(&self) {
+        self.contradictions.inc();
     }
 
     pub fn error(&self, kind: StoreErrorKind) {

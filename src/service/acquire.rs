@@ -200,6 +200,8 @@ impl LockService {
             && request.request_id.is_none()
             && request.waiting_ms.is_some_and(|ms| ms > 0);
         let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
+        // What the last write that lost its race was planned on, for the log if all do.
+        let mut lost_on = None;
         for _ in 0..MAX_ROUNDS {
             let now = UnixMillis::now();
             let Read {
@@ -316,7 +318,7 @@ impl LockService {
                         fresh,
                     }));
                 }
-                Put::Raced => continue,
+                Put::Raced => lost_on = Some(stored.map(|s| s.version)),
                 Put::NestedLocks => {
                     return done(Err(refused(
                         Refusal::NameConflict,
@@ -328,6 +330,7 @@ impl LockService {
                 }
             }
         }
+        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "every round's write lost its race");
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))

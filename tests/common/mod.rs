@@ -12,6 +12,7 @@ pub mod nemesis;
 pub mod proxy;
 pub mod receiver;
 pub mod sse;
+pub mod stale_copy;
 pub mod waiting;
 pub mod webdriver;
 pub mod zk;

@@ -1,9 +1,10 @@
 //! A fault-injecting TCP proxy on loopback: it owns one listening port in front of one
-//! target and every connection through it, and applies a `Mode` (pass, delay, black hole,
-//! cut after a ZooKeeper request, refuse, stall) that can be changed at any time and takes
-//! effect on existing and new connections alike. `CutAfter` and the stalls forward the
-//! client's stream in whole messages (`framing::Sieve`), so that they can pick the requests
-//! they act on; the other modes forward bytes as they come (the links between ensemble
+//! target and every connection through it, and applies a `Mode` (`proxy/mode.rs`: pass,
+//! delay, black hole, cut after a ZooKeeper request, refuse, stall, stale copy) that can be
+//! changed at any time and takes effect on existing and new connections alike (a stale copy
+//! on existing ones only). `CutAfter` and the stalls forward the client's stream in whole
+//! messages (`framing::Sieve`), so that they can pick the requests they act on, and the stale
+//! copy both streams; the other modes forward bytes as they come (the links between ensemble
 //! servers, which are not ZooKeeper's client protocol, go through them too).
 //!
 //! Proxies run on a small tokio runtime of their own, so they keep working whatever the
@@ -23,37 +24,14 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::framing::{op, Message, Sieve};
+use super::stale_copy::{self, Stale};
+
+mod mode;
+pub use mode::Mode;
 
 /// How long a cut connection stays open after the request was forwarded, so the server
 /// has read it before it sees the connection close.
 pub const CUT_GRACE: Duration = Duration::from_millis(100);
-
-/// What the proxy does with traffic.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Mode {
-    /// Forward everything at once.
-    Pass,
-    /// Forward every chunk, in both directions, this long after it was read (order kept).
-    Delay(Duration),
-    /// Forward client→server at once and server→client this long after it was read.
-    DelayReplies(Duration),
-    /// Read and discard everything in both directions; keep the sockets open. New
-    /// connections are not connected to the target at all.
-    BlackHole,
-    /// Pass, until a client request whose type is in `ops` is seen: it is forwarded, nothing
-    /// more goes back to the client, the connection is closed `CUT_GRACE` later, and new
-    /// connections are refused (accepted and closed) until `refuse_for` after that; then
-    /// the mode is `Pass`. Fires once per arming.
-    CutAfter { ops: Vec<i32>, refuse_for: Duration },
-    /// Accept new connections and close them at once; existing ones are closed.
-    Refuse,
-    /// A server cut off from its leader without noticing: on existing connections it
-    /// answers pings and reads, and takes in every write and sync (which go through the
-    /// leader) without ever answering them (they are dropped); new connections are refused.
-    Stall,
-    /// As `Stall`, but syncs are answered: only writes go unanswered.
-    StallWrites,
-}
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -279,10 +257,17 @@ async fn relay(client: TcpStream, shared: &Arc<Shared>) {
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let cut = Arc::new(AtomicBool::new(false));
+    let stale = Arc::new(StaleCopy {
+        exempt: matches!(shared.mode(), Mode::StaleCopy { .. }),
+        copy: Mutex::new(Stale::default()),
+    });
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     let (down_tx, down_rx) = mpsc::unbounded_channel();
     let mut tasks = JoinSet::new();
-    let pump = |read, tx, direction| read_side(read, tx, direction, shared.clone(), cut.clone());
+    let pump = |read, tx, direction| {
+        let sides = (shared.clone(), cut.clone(), stale.clone());
+        read_side(read, tx, direction, sides)
+    };
     tasks.spawn(pump(client_read, up_tx, Direction::Up));
     tasks.spawn(pump(server_read, down_tx, Direction::Down));
     tasks.spawn(write_side(server_write, up_rx, shared.clone(), None));
@@ -312,12 +297,17 @@ async fn relay(client: TcpStream, shared: &Arc<Shared>) {
     }
 }
 
+/// A connection's stale copy (`Mode::StaleCopy`), unless it was made in that mode.
+struct StaleCopy {
+    exempt: bool,
+    copy: Mutex<Stale>,
+}
+
 async fn read_side(
     mut read: tokio::net::tcp::OwnedReadHalf,
     tx: mpsc::UnboundedSender<Chunk>,
     direction: Direction,
-    shared: Arc<Shared>,
-    cut: Arc<AtomicBool>,
+    (shared, cut, stale): (Arc<Shared>, Arc<AtomicBool>, Arc<StaleCopy>),
 ) -> Ended {
     let mut sieve = Sieve::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -329,7 +319,12 @@ async fn read_side(
         let now = Instant::now();
         let mode = shared.mode();
         let data = match (&mode, direction) {
-            (_, Direction::Down) => buf[..n].to_vec(),
+            (Mode::StaleCopy { path }, _) if !stale.exempt => {
+                let mut copy = stale.copy.lock().unwrap();
+                let up = direction == Direction::Up;
+                stale_copy::relay(&mut sieve, &buf[..n], up, path, &mut copy)
+            }
+            (_, Direction::Down) => sieve.pass(&buf[..n]),
             (Mode::CutAfter { .. }, Direction::Up) => {
                 let messages = sieve.sieve(&buf[..n], |_| true);
                 let hit = messages.iter().position(|(message, _)| {

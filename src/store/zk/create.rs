@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
+use super::contradiction::Basis;
 use super::ops::{written, Ops};
 use super::ZkStore;
 use crate::metrics::zookeeper::ZkOp;
@@ -77,7 +78,10 @@ impl ZkStore {
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,
                     ..
-                }) => return Ok(WriteOutcome::Conflict),
+                }) => {
+                    self.write_refused(name, client.session_id().0, Basis::Absent);
+                    return Ok(WriteOutcome::Conflict);
+                }
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NoNode,
                     ..
@@ -114,6 +118,8 @@ impl ZkStore {
         match answer {
             Err(zk::MultiWriteError::OperationFailed { source, .. }) => match source {
                 zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists => {
+                    let basis = Basis::At(version.mzxid);
+                    self.write_refused(name, client.session_id().0, basis);
                     Ok(WriteOutcome::Conflict)
                 }
                 zk::Error::NotEmpty => Ok(WriteOutcome::NestedLocks),

@@ -29,6 +29,7 @@ use crate::waiter::{Ticket, Waiter};
 pub mod access;
 pub(crate) mod batch;
 mod batch_plan;
+mod contradiction;
 mod create;
 mod feed;
 mod list;
@@ -54,6 +55,8 @@ pub struct ZkStore {
     feed: std::sync::Arc<feed::Feed>,
     /// Lets concurrent record writes share a `multi` (`batch.rs`).
     batch: batch::Coalescer,
+    /// Notices a server whose copy of a record contradicts the leader's.
+    contradictions: contradiction::Contradictions,
     metrics: ZkMetrics,
 }
 
@@ -102,6 +105,7 @@ impl ZkStore {
             lock_root,
             state_root,
             batch,
+            contradictions: Default::default(),
             access: config.access,
             sealer: config.sealer,
             metrics: config.metrics,

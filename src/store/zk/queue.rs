@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
+use super::contradiction::Basis;
 use super::ops::{written, Ops};
 use super::{NoAnswer, ZkStore};
 use crate::engine::Watch;
@@ -252,6 +253,8 @@ impl ZkStore {
                 }
                 None => ops.create_record(path.clone(), data.clone()),
             }
+            // The record's operations end before the handed waiter's delete.
+            let record_ops = carried.len()..ops.len();
             ops.delete(self.waiter_path(name, waiter), None);
             let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
                 return Ok(HandOff::alone(WriteOutcome::Conflict));
@@ -280,8 +283,12 @@ impl ZkStore {
                     self.create_parents(name, deadline).await?
                 }
                 (_, zk::Error::NotEmpty) => return Ok(HandOff::alone(WriteOutcome::NestedLocks)),
-                (_, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
-                    return Ok(HandOff::alone(WriteOutcome::Conflict))
+                (index, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
+                    if record_ops.contains(&index) {
+                        let basis = version.map_or(Basis::Absent, |v| Basis::At(v.mzxid));
+                        self.write_refused(name, client.session_id().0, basis);
+                    }
+                    return Ok(HandOff::alone(WriteOutcome::Conflict));
                 }
                 (_, other) => return Err(self.write_failed(Ok(other))),
             }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
+use super::contradiction::Basis;
 use super::queue::queue_of;
 use super::{stored, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
@@ -29,6 +30,7 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
+        let sent = self.contradictions.now();
         if sync {
             // A follower answers reads from its own copy, which may lag the leader; `sync`
             // makes it catch up with everything the leader had committed when the sync
@@ -43,7 +45,9 @@ impl ZkStore {
             .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
-        Ok(found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session)))
+        let found = found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session));
+        self.record_read(name, session, Basis::of(found.as_ref()), sent);
+        Ok(found)
     }
 
     pub(super) async fn read_record_and_queue(
@@ -55,6 +59,7 @@ impl ZkStore {
             .client(deadline)
             .await
             .map_err(|e| self.read_failed(Err(e)))?;
+        let sent = self.contradictions.now();
         let mut reader = client.new_multi_reader();
         reader
             .add_get_data(&self.path(name))
@@ -84,6 +89,7 @@ impl ZkStore {
             }) => Vec::new(),
             other => return Err(self.unexpected_answer(other)),
         };
+        self.record_read(name, session, Basis::of(record.as_ref()), sent);
         Ok((record, queue_of(&children)))
     }
 

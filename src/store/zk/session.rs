@@ -55,6 +55,10 @@
 //!   2 store timeouts + 1.5 session timeouts of being sent. A stalled server may apply one
 //!   later whether or not the session is abandoned; abandoning it cannot make that worse, and
 //!   it stops new requests from joining that backlog.
+//!
+//! **The server whose copy contradicts the leader's.** The store notices a server that
+//! shows a record in a state the leader has refused a write on (`contradiction.rs`) and
+//! reports it (`report_contradiction`); the supervisor then gives the primary up as above.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,6 +86,9 @@ pub(super) struct Shared {
     suspect: Notify,
     /// A request on a connected session got no answer in time (`report_stall`).
     stall: Notify,
+    /// The session whose server's copy contradicted the leader's (`report_contradiction`).
+    contradicted: std::sync::Mutex<Option<i64>>,
+    contradiction: Notify,
     pub(super) metrics: ZkMetrics,
 }
 
@@ -119,6 +126,8 @@ impl ZkSession {
             access,
             suspect: Notify::new(),
             stall: Notify::new(),
+            contradicted: std::sync::Mutex::new(None),
+            contradiction: Notify::new(),
             metrics,
         });
         let (stop, stopped) = watch::channel(false);
@@ -250,6 +259,18 @@ impl ZkSession {
         self.shared.suspect.notify_one();
     }
 
+    /// Called when the server of session `id` showed a record in a state the leader had
+    /// refused a write on, twice running (`contradiction.rs`): if `id` is still the primary,
+    /// the supervisor gives it up and builds a new session.
+    pub fn report_contradiction(&self, id: i64) {
+        *self
+            .shared
+            .contradicted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(id);
+        self.shared.contradiction.notify_one();
+    }
+
     /// Called when a request got no answer within its deadline: the supervisor probes a
     /// connected primary, and replaces it if it answers nothing (see the module doc).
     pub fn report_stall(&self) {
@@ -316,6 +337,15 @@ async fn supervise(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
                     if outcome == ProbeOutcome::Abandoned {
                         warn!(session = %client.session_id(),
                             "the ZooKeeper server keeps this session alive but answers none of its writes; giving the session up");
+                        break;
+                    }
+                },
+                _ = shared.contradiction.notified() => {
+                    let id = shared.contradicted.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if id == Some(client.session_id().0) {
+                        shared.metrics.contradicting_copy();
+                        warn!(session = %client.session_id(),
+                            "the ZooKeeper server's copy of a record contradicts the leader's; giving the session up");
                         break;
                     }
                 },

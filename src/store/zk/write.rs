@@ -7,6 +7,7 @@ use std::time::Instant;
 use zookeeper_client as zk;
 
 use super::batch::Committed;
+use super::contradiction::Basis;
 use super::ops::{written, Ops};
 use super::{NoAnswer, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
@@ -52,11 +53,12 @@ impl ZkStore {
         }
     }
 
-    /// Commits a record write and maps its answer.
+    /// Commits a write of `name`'s record planned on `version`, and maps its answer.
     pub(super) async fn commit_record_write(
         &self,
         client: &zk::Client,
         ops: Ops,
+        (name, version): (&LockName, Version),
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
         let Some(answer) = self.commit_ops(client, ops, deadline).await? else {
@@ -67,7 +69,11 @@ impl ZkStore {
             Err(zk::MultiWriteError::OperationFailed {
                 source: zk::Error::BadVersion | zk::Error::NoNode,
                 ..
-            }) => Ok(WriteOutcome::Conflict),
+            }) => {
+                let basis = Basis::At(version.mzxid);
+                self.write_refused(name, client.session_id().0, basis);
+                Ok(WriteOutcome::Conflict)
+            }
             Err(zk::MultiWriteError::OperationFailed { source, .. })
             | Err(zk::MultiWriteError::RequestFailed { source }) => {
                 Err(self.write_failed(Ok(source)))
@@ -95,7 +101,8 @@ impl ZkStore {
         };
         let mut ops = Ops::default();
         ops.set_record(self.path(name), record.encode(), version.number);
-        self.commit_record_write(&client, ops, deadline).await
+        self.commit_record_write(&client, ops, (name, version), deadline)
+            .await
     }
 
     pub(super) async fn fence_record(
@@ -127,7 +134,10 @@ impl ZkStore {
                 version: stat.version,
                 session,
             }),
-            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
+                self.write_refused(name, session, Basis::At(version.mzxid));
+                Ok(WriteOutcome::Conflict)
+            }
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
             Err(e) => Err(self.write_failed(Err(e))),
         }
@@ -151,7 +161,10 @@ impl ZkStore {
                 version: -1,
                 session,
             }),
-            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => Ok(WriteOutcome::Conflict),
+            Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
+                self.write_refused(name, session, Basis::At(version.mzxid));
+                Ok(WriteOutcome::Conflict)
+            }
             // Locks are nested under this one: it stays as their parent for now.
             Ok(Err(zk::Error::NotEmpty)) => Ok(WriteOutcome::NestedLocks),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),

@@ -24,6 +24,9 @@ pub struct ChaosOutcome {
     pub joins: (u64, u64),
     /// Record writes sent in shared multis and alone (`store::zk::batch`).
     pub record_writes: (u64, u64),
+    /// After a run that is not clean: the znodes whose copies differ between the ZooKeeper
+    /// nodes (`evidence.rs`).
+    pub differing: Vec<String>,
 }
 
 impl ChaosOutcome {
@@ -83,6 +86,9 @@ impl ChaosOutcome {
             "record writes: {} in shared multis, {} alone",
             self.record_writes.0, self.record_writes.1
         );
+        for line in &self.differing {
+            let _ = writeln!(out, "copies differ: {line}");
+        }
         let _ = writeln!(out, "instance logs: {}", self.logs.display());
         out
     }
@@ -137,7 +143,14 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     let joins = summed(&urls, "lockwarden_queue_joins_total", ["hand_off", "alone"]).await;
     let writes = ["shared", "alone"];
     let record_writes = summed(&urls, "lockwarden_zookeeper_record_writes_total", writes).await;
+    let clean = report.is_clean() && liveness_failures.is_empty() && garbage.is_empty();
+    let differing = if clean {
+        Vec::new()
+    } else {
+        super::evidence::keep(&cluster).await
+    };
     ChaosOutcome {
+        differing,
         joins,
         record_writes,
         logs: cluster.logs.clone(),

@@ -15,6 +15,7 @@ use super::proxy::{Mode, Proxy};
 use super::{unique_root, zk_client_at, znodes_under};
 
 mod chaos;
+mod evidence;
 
 #[allow(unused_imports)]
 pub use chaos::{run, ChaosOutcome};
