@@ -330,7 +330,7 @@ impl LockService {
                 }
             }
         }
-        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "every round's write lost its race");
+        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "no round's write landed; the last lost race was planned on lost_on");
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))

@@ -7,25 +7,31 @@
 //! once that server has applied every write the leader committed before it (a refused write
 //! is committed as an error and answered the same way), and the session's next read comes
 //! after that answer. So when the leader refuses a conditional write because the record is
-//! no longer in the state it was planned on (`BadVersion`, `NoNode`; `NodeExists` for a
-//! create planned on its absence), the next read on that session shows a different state.
+//! no longer in the state it was planned on (`BadVersion`, `NoNode`), the next read on that
+//! session shows a different state. (This rests on ZooKeeper committing a refused write as
+//! an error transaction, as 3.8 does; ZOOKEEPER-3594 proposes to stop that.)
 //!
 //! **What this module notices.** A read on the same session that shows the *same* state
-//! again (the same `mzxid`, the id of the write that made it; or the node still absent) is a
+//! again (the same `mzxid`, the id of the write that made it, which only ever grows) is a
 //! contradiction: that server holds a copy of the record the leader does not. Every
 //! decision this instance makes on the record is then made on a state that is not the
 //! leader's, every write planned on it is refused, and the instance can neither take nor
-//! free the lock until another client writes the record through another server. Seen once
-//! in CI after a leader kill on ZooKeeper 3.8.0 (an instance's every write to one record was
-//! refused for 30 s, with nothing else writing it); ZooKeeper has had bugs that leave a
-//! server with such a copy after a leader change (ZOOKEEPER-2846, -3911, -4785).
+//! free the lock until another client writes the record through another server. Inferred
+//! (not seen) from one CI failure after a leader kill on ZooKeeper 3.8.0: an instance's every
+//! write to one record was refused for 30 s, with nothing else writing it (RELIABILITY.md).
+//! ZooKeeper has open bugs that can leave a server with such a copy after a leader change
+//! (ZOOKEEPER-2846, -4643, -4646). An absent record is not tracked: absence is no single
+//! state (a record can be created and deleted again), so a refused create proves nothing.
 //!
 //! **What is done.** Two contradictions in a row on one record and session (one is already
 //! impossible on a consistent server; the second costs two rounds and guards against a
 //! mistake in the argument above) make the store ask the supervisor to give the session up
 //! and build a new one (`ZkSession::report_contradiction`), as for a server that answers no
 //! write. The new session may reach the same server (the client picks one at random); the
-//! next two contradictions then move it again.
+//! next two contradictions then move it again. Unlike a stalled server's, this server
+//! answers the old session's close, so its waiter nodes go with it and this instance's
+//! waiting calls answer 503, as after a session expiry: a cost paid only on a server that
+//! has shown itself wrong twice.
 //!
 //! **Safety needs nothing from this.** Writes stay conditional and the leader judges them,
 //! so a contradicting copy can only make writes fail, never land on a state they were not
@@ -79,7 +85,7 @@ pub(super) struct Contradictions {
 impl Contradictions {
     /// The leader refused a write to `path` planned on `basis`, sent on `session`.
     pub(super) fn refused(&self, path: &str, session: i64, basis: Basis) {
-        if basis == Basis::At(0) {
+        if matches!(basis, Basis::At(0) | Basis::Absent) {
             return;
         }
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
@@ -174,7 +180,7 @@ impl ZkStore {
             .read(&self.path(name), session, basis, sent)
         {
             warn!(lock = %name, session = %format!("{session:#x}"),
-                "the ZooKeeper server's copy of this record contradicts the leader's twice running; giving the session up");
+                "the ZooKeeper server's copy of this record contradicts the leader's twice running; asking for a new session");
             self.session.report_contradiction(session);
         }
     }
@@ -199,12 +205,13 @@ mod tests {
     }
 
     #[test]
-    fn an_absent_record_read_back_after_refused_creates_counts_too() {
+    fn an_absent_record_is_not_tracked() {
         let c = Contradictions::default();
-        c.refused(PATH, 7, Basis::Absent);
-        assert!(!c.read(PATH, 7, Basis::Absent, c.now()));
-        c.refused(PATH, 7, Basis::Absent);
-        assert!(c.read(PATH, 7, Basis::Absent, c.now()));
+        for _ in 0..3 {
+            c.refused(PATH, 7, Basis::Absent);
+            assert!(!c.read(PATH, 7, Basis::Absent, c.now()));
+        }
+        assert!(!c.any());
     }
 
     #[test]

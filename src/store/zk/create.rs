@@ -78,10 +78,7 @@ impl ZkStore {
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NodeExists,
                     ..
-                }) => {
-                    self.write_refused(name, client.session_id().0, Basis::Absent);
-                    return Ok(WriteOutcome::Conflict);
-                }
+                }) => return Ok(WriteOutcome::Conflict),
                 Err(zk::MultiWriteError::OperationFailed {
                     source: zk::Error::NoNode,
                     ..

@@ -284,9 +284,8 @@ impl ZkStore {
                 }
                 (_, zk::Error::NotEmpty) => return Ok(HandOff::alone(WriteOutcome::NestedLocks)),
                 (index, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
-                    if record_ops.contains(&index) {
-                        let basis = version.map_or(Basis::Absent, |v| Basis::At(v.mzxid));
-                        self.write_refused(name, client.session_id().0, basis);
+                    if let Some(v) = version.filter(|_| record_ops.contains(&index)) {
+                        self.write_refused(name, client.session_id().0, Basis::At(v.mzxid));
                     }
                     return Ok(HandOff::alone(WriteOutcome::Conflict));
                 }
