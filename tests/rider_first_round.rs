@@ -1,8 +1,10 @@
 //! A caller that a hand-off carried into the queue decides its first round on what its
 //! instance knows (`rider_turn` in `service::joining`): it waits for the waiter of its own
 //! instance just ahead of it instead of reading the queue. On a real ZooKeeper: busy locks,
-//! with callers on one instance and on two, and of mixed priorities, serve everyone with increasing tokens and nothing left queued, and
-//! on one instance most carried callers read nothing before they wait.
+//! with callers on one instance and on two, and of mixed priorities (a caller displaced as
+//! requestor by a higher one is told `superseded` and asks again), serve everyone with
+//! increasing tokens and nothing left queued, and on one instance most carried callers read
+//! nothing before they wait.
 
 #[macro_use]
 mod common;
@@ -30,7 +32,8 @@ async fn multi_reads(svc: &Service) -> u64 {
 
 /// `clients` callers loop `rounds` times through `lock`, each asking again as soon as it
 /// released, spread over `services`, at `priority(client)`. A higher caller asks a lower
-/// holder to clean up (within 30 s: it releases long before). Checks every grant: each
+/// holder to clean up (within 30 s: it releases long before); one displaced from that
+/// request by a still higher caller is told `superseded` and asks again. Checks every grant: each
 /// client's tokens increase, no token is given twice, and nothing is left queued.
 async fn busy(
     services: &[Arc<Service>],
@@ -39,6 +42,7 @@ async fn busy(
     rounds: usize,
     priority: fn(usize) -> usize,
 ) {
+    let top = (0..clients).map(priority).max().unwrap_or(0);
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let svc = services[c % services.len()].clone();
@@ -52,7 +56,19 @@ async fn busy(
                         "cleanup_ms": 30_000,
                         "priority": priority(c),
                     });
-                    let (status, granted) = svc.acquire(lock, body).await;
+                    let (status, granted) = loop {
+                        let (status, answer) = svc.acquire(lock, body.clone()).await;
+                        // A caller that registered as requestor against a lower holder
+                        // and was displaced by a higher one is told so (README,
+                        // "Preemption"); it asks again, as a client would.
+                        if status == StatusCode::CONFLICT && answer["error"]["code"] == "superseded"
+                        {
+                            assert!(priority(c) < top, "c{c} outranks everyone: {answer}");
+                            eprintln!("c{c} round {round}: superseded, asks again");
+                            continue;
+                        }
+                        break (status, answer);
+                    };
                     assert_eq!(status, StatusCode::OK, "c{c} round {round}: {granted}");
                     tokens.push(granted["fencing_token"].as_u64().unwrap());
                     let lease = granted["lease_id"].as_str().unwrap();
