@@ -26,11 +26,7 @@ async fn through_two_proxies() -> (Service, [Proxy; 2], usize) {
     let connect = format!("{},{}", proxies[0].addr(), proxies[1].addr());
     args.zk = Some(connect);
     let svc = Service::start(args).await;
-    let lease = svc.must_acquire("warm-up", "w", 60_000).await;
-    let (status, _) = svc
-        .release("warm-up", lease["lease_id"].as_str().unwrap())
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    svc.must_take_and_free("warm-up").await;
     let used = |p: &Proxy| p.open_connections() > 0;
     assert!(
         used(&proxies[0]) != used(&proxies[1]),

@@ -1,7 +1,8 @@
 //! Writing a planned record, and learning the outcome of a write whose answer was lost: by
 //! re-reading after a `sync` and recognising the write by what only it could have done
 //! (never by guessing), so a caller is neither told that its own grant is someone else's
-//! lock nor left holding a lease it was never told of.
+//! lock nor left holding a lease it was never told of. That read has a store timeout of its
+//! own (`settle_by`): the answer of a write is most often lost by running out of the call's.
 
 use tracing::warn;
 
@@ -52,7 +53,11 @@ impl LockService {
                 warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
                 self.cache.forget(name);
                 let before = current.map(|s| &s.record);
-                match self.store.read_latest(name, deadline).await? {
+                match self
+                    .store
+                    .read_latest(name, settle_by(deadline, self.deadline()))
+                    .await?
+                {
                     Some(stored) if landed(before, &next, &stored.record) => {
                         Ok(Put::Landed(Box::new(stored.record), stored.version))
                     }
@@ -62,6 +67,15 @@ impl LockService {
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// How long the read that settles a lost answer may take: a store timeout of its own, counted
+/// from when the answer was given up on, unless the call's own deadline is later. A write
+/// whose answer did not come in time was given up at that deadline, so a read held to it
+/// would time out before it was sent: the caller would hear 503 for a write that may well
+/// have landed (a grant it is then never told of), every time the server is slow.
+pub(super) fn settle_by(deadline: Instant, fresh: Instant) -> Instant {
+    deadline.max(fresh)
 }
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on

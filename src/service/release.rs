@@ -228,7 +228,8 @@ impl LockService {
                 }
                 // A lost answer is settled by reading: the session answers in order.
                 Err(StoreError::OutcomeUnknown(_)) => {
-                    match self.store.read_latest(name, deadline).await? {
+                    let settle = super::outcome::settle_by(deadline, self.deadline());
+                    match self.store.read_latest(name, settle).await? {
                         Some(now_stored)
                             if landed(Some(&record), &expected, &now_stored.record) =>
                         {

@@ -300,7 +300,8 @@ fn write_config(node: &Node, peers: &[(usize, u16, u16)]) {
 fn launch(node: &Node) -> Watched {
     let java = format!(
         "java -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.forceSync=no \
-         -Dznode.container.checkIntervalMs=1000 -cp {} \
+         -Dznode.container.checkIntervalMs=1000 -Dorg.slf4j.simpleLogger.showDateTime=true \
+         -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS -cp {} \
          org.apache.zookeeper.server.quorum.QuorumPeerMain {}",
         classpath_logging(),
         node.dir.join("zoo.cfg").display()

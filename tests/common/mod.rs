@@ -180,6 +180,15 @@ impl Service {
         body
     }
 
+    /// Takes `name` and frees it again, asserting both: warms up the instance's session.
+    pub async fn must_take_and_free(&self, name: &str) {
+        let lease = self.must_acquire(name, "warm-up", 60_000).await;
+        let (status, body) = self
+            .release(name, lease["lease_id"].as_str().unwrap())
+            .await;
+        assert_eq!(status, StatusCode::OK, "release {name}: {body}");
+    }
+
     pub async fn release(&self, name: &str, lease_id: &str) -> (StatusCode, Value) {
         self.post(
             &format!("/v1/locks/{}/release", encode(name)),

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tracing::warn;
+use tracing::{info, warn};
 use zookeeper_client as zk;
 
 use super::{
@@ -20,6 +20,7 @@ use super::{
     WriteOutcome,
 };
 use crate::engine::Watch;
+use crate::metrics::labels::LabelValue;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -138,9 +139,20 @@ impl ZkStore {
         deadline: Instant,
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<Result<T, E>, NoAnswer> {
+        let had = deadline.saturating_duration_since(Instant::now());
         tokio::time::timeout_at(deadline.into(), self.metrics.time(op, call))
             .await
-            .map_err(|_| NoAnswer::TimedOut)
+            .map_err(|_| {
+                // Which request, and how much of its call's store timeout was left for it
+                // (the requests of one step share it): a slow server and a step with too
+                // many requests look alike in the 503 alone.
+                info!(
+                    operation = op.label(),
+                    had_ms = had.as_millis() as u64,
+                    "no answer from ZooKeeper in time"
+                );
+                NoAnswer::TimedOut
+            })
     }
 
     /// Runs a read; `None` when the node does not exist.

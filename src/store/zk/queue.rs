@@ -75,6 +75,9 @@ impl ZkStore {
         ticket: &Ticket,
         deadline: Instant,
     ) -> Result<Waiter, StoreError> {
+        // A listing that settles a lost answer gets as long as the call had: the answer is
+        // most often lost by running out of the call's time (see `service::outcome`).
+        let budget = deadline.saturating_duration_since(Instant::now());
         let dir = self.queue_dir(name);
         let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
         let data = ticket.encode();
@@ -109,7 +112,8 @@ impl ZkStore {
                 // the listing): the call then has two entries, and its waiting removes the
                 // other (see `service::group_commit`).
                 _ => {
-                    if let Some(existing) = mine(self.read_queue(name, deadline).await?) {
+                    let settle = deadline.max(Instant::now() + budget);
+                    if let Some(existing) = mine(self.read_queue(name, settle).await?) {
                         return Ok(existing);
                     }
                 }
