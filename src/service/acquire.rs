@@ -183,7 +183,6 @@ impl LockService {
         new_lease: LeaseId,
         sent_grant: &mut bool,
     ) -> Result<Immediate, ServiceError> {
-        let deadline = self.deadline();
         let overriding = request.priority == Priority::OVERRIDE;
         // Most acquires find no record, or the free record this instance left: write at once,
         // and read only if that fails. A decision not to write is only made on a fresh read.
@@ -203,6 +202,9 @@ impl LockService {
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
         for _ in 0..MAX_ROUNDS {
+            // Each round (a read and a conditional write) has a store timeout of its own, as
+            // in `service::release`.
+            let deadline = self.deadline();
             let now = UnixMillis::now();
             let Read {
                 stored,

@@ -38,8 +38,8 @@ impl LockService {
         priority: u32,
         mut read: Option<Stored>,
     ) -> Result<(), ServiceError> {
-        let deadline = self.deadline();
         for _ in 0..super::MAX_ROUNDS {
+            let deadline = self.deadline();
             let current = match read.take() {
                 Some(current) => current,
                 None => match self.store.read(name, deadline).await? {

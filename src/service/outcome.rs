@@ -1,8 +1,8 @@
 //! Writing a planned record, and learning the outcome of a write whose answer was lost: by
 //! re-reading after a `sync` and recognising the write by what only it could have done
 //! (never by guessing), so a caller is neither told that its own grant is someone else's
-//! lock nor left holding a lease it was never told of. That read has a store timeout of its
-//! own (`settle_by`): the answer of a write is most often lost by running out of the call's.
+//! lock nor left holding a lease it was never told of. When the write ran out of the call's
+//! store timeout, that read has a store timeout of its own (`settle_by`).
 
 use tracing::warn;
 
@@ -69,13 +69,19 @@ impl LockService {
     }
 }
 
-/// How long the read that settles a lost answer may take: a store timeout of its own, counted
-/// from when the answer was given up on, unless the call's own deadline is later. A write
-/// whose answer did not come in time was given up at that deadline, so a read held to it
-/// would time out before it was sent: the caller would hear 503 for a write that may well
-/// have landed (a grant it is then never told of), every time the server is slow.
+/// Until when the read that settles a lost answer may wait: what is left of the call's
+/// `deadline`, unless the write ran out of it; then a store timeout of its own (`fresh`).
+/// A write whose answer did not come in time was given up at that deadline, so a read held
+/// to it would time out before it was sent: the caller would hear 503 for a write that may
+/// well have landed (a grant it is then never told of), every time the server is slow. An
+/// answer lost to a closed connection (the quorum gone, say) leaves the deadline as it is,
+/// so such a call still answers within the store timeout.
 pub(super) fn settle_by(deadline: Instant, fresh: Instant) -> Instant {
-    deadline.max(fresh)
+    if Instant::now() >= deadline {
+        fresh
+    } else {
+        deadline
+    }
 }
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on

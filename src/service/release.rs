@@ -31,9 +31,11 @@ impl LockService {
         lease_id: &LeaseId,
         lease_ms: Option<u64>,
     ) -> Result<LockSnapshot, ServiceError> {
-        let deadline = self.deadline();
         let mut use_cache = true;
         for _ in 0..MAX_ROUNDS {
+            // Each round (a read and a conditional write) has a store timeout of its own: a
+            // server that answers slowly but answers is waited for, round by round.
+            let deadline = self.deadline();
             let now = UnixMillis::now();
             let Read {
                 stored,
@@ -127,9 +129,9 @@ impl LockService {
         decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
         forced: Option<Forced>,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
-        let deadline = self.deadline();
         let mut use_cache = true;
         for _ in 0..MAX_ROUNDS {
+            let deadline = self.deadline();
             let now = UnixMillis::now();
             let Read {
                 stored,

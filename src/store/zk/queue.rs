@@ -46,11 +46,23 @@ impl ZkStore {
         Ok(queue_of(&children))
     }
 
+    /// Makes a lock's queue container: at once, and only if the state root is missing too
+    /// (refused with `NoNode`) that root first. Every request costs a round trip, and on a
+    /// slow server (a lagging follower: 300 ms each) the root's components, made every
+    /// time, took most of a store timeout.
     async fn create_queue_dir(&self, dir: &str, deadline: Instant) -> Result<(), StoreError> {
         let client = self
             .client(deadline)
             .await
             .map_err(|e| self.write_failed(Err(e)))?;
+        let container = zk::CreateMode::Container.with_acls(self.access.acls());
+        let create = || client.create(dir, b"", &container);
+        match self.within(ZkOp::Create, deadline, create()).await {
+            Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => return Ok(()),
+            Ok(Err(zk::Error::NoNode)) => {}
+            Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
+            Err(e) => return Err(self.write_failed(Err(e))),
+        }
         let persistent = zk::CreateMode::Persistent.with_acls(self.access.acls());
         let mkdir = client.mkdir(&self.state_root, &persistent);
         match self.within(ZkOp::Create, deadline, mkdir).await {
@@ -58,11 +70,7 @@ impl ZkStore {
             Ok(Err(e)) => return Err(self.write_failed(Ok(e))),
             Err(e) => return Err(self.write_failed(Err(e))),
         }
-        let container = zk::CreateMode::Container.with_acls(self.access.acls());
-        match self
-            .within(ZkOp::Create, deadline, client.create(dir, b"", &container))
-            .await
-        {
+        match self.within(ZkOp::Create, deadline, create()).await {
             Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => Ok(()),
             Ok(Err(e)) => Err(self.write_failed(Ok(e))),
             Err(e) => Err(self.write_failed(Err(e))),
@@ -75,9 +83,13 @@ impl ZkStore {
         ticket: &Ticket,
         deadline: Instant,
     ) -> Result<Waiter, StoreError> {
-        // A listing that settles a lost answer gets as long as the call had: the answer is
-        // most often lost by running out of the call's time (see `service::outcome`).
+        // Each request sent after an answered one (the container's create after a refusal for
+        // want of it, the next attempt), and a listing that settles an answer lost by running
+        // out of time, gets as long as the call had (see `service::outcome`): on a slow
+        // server the three requests of a join whose container had gone took more than one
+        // store timeout.
         let budget = deadline.saturating_duration_since(Instant::now());
+        let mut deadline = deadline;
         let dir = self.queue_dir(name);
         let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
         let data = ticket.encode();
@@ -89,7 +101,10 @@ impl ZkStore {
                 return Ok(existing);
             }
         }
-        for _ in 0..4 {
+        for attempt in 0..4 {
+            if attempt > 0 {
+                deadline = deadline.max(Instant::now() + budget);
+            }
             // The waiter's node must live and die with the primary session, never with a
             // stand-in (see `session.rs`).
             let client = self
@@ -105,14 +120,22 @@ impl ZkStore {
                         StoreError::Unavailable(format!("unexpected waiter id {id}"))
                     });
                 }
-                Ok(Err(zk::Error::NoNode)) => self.create_queue_dir(&dir, deadline).await?,
+                Ok(Err(zk::Error::NoNode)) => {
+                    let made_by = deadline.max(Instant::now() + budget);
+                    self.create_queue_dir(&dir, made_by).await?
+                }
                 // The answer was lost. Along one connection a session's requests are
                 // applied in order, so a listing sent now shows the node if the create
                 // landed. Across a reconnection it may not (the create can be applied after
                 // the listing): the call then has two entries, and its waiting removes the
                 // other (see `service::group_commit`).
                 _ => {
-                    let settle = deadline.max(Instant::now() + budget);
+                    let now = Instant::now();
+                    let settle = if now >= deadline {
+                        now + budget
+                    } else {
+                        deadline
+                    };
                     if let Some(existing) = mine(self.read_queue(name, settle).await?) {
                         return Ok(existing);
                     }

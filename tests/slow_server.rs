@@ -1,0 +1,97 @@
+//! A ZooKeeper server that answers every request, but each about 400 ms late: the pace of
+//! the chaos rig's lagging follower (about 300 ms a request there). Each round of a call (a
+//! read and a conditional write), and each attempt to join a queue, has a store timeout of
+//! its own, so a call that needs three requests in a row is served instead of answered
+//! `503` (the store timeout here is 1 s). Held to one store timeout for the whole call, both
+//! calls below answered `503`, and in the chaos rig most requests that timed out were sent
+//! with less than a quarter of the call's store timeout left.
+//!
+//! On a real ZooKeeper: instance `slow` reaches it through a proxy that delays every answer,
+//! instance `quick` directly.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::proxy::{Mode, Proxy};
+use common::{unique_root, zk, zk_args, zk_client, Service};
+use reqwest::StatusCode;
+use serde_json::json;
+use zookeeper_client::{Acls, CreateMode};
+
+const LATE: Duration = Duration::from_millis(400);
+
+/// `(slow, quick)` on one lock root, each with a warm session.
+async fn slow_and_quick(proxy: &Proxy) -> (Arc<Service>, Arc<Service>) {
+    let root = unique_root();
+    let quick = Service::start(zk_args(zk::shared(), &root)).await;
+    let mut args = zk_args(zk::shared(), &root);
+    args.zk = Some(proxy.addr().to_string());
+    let slow = Service::start(args).await;
+    quick.must_take_and_free("warm-up").await;
+    slow.must_take_and_free("warm-up").await;
+    (Arc::new(slow), Arc::new(quick))
+}
+
+fn proxy() -> Proxy {
+    Proxy::start(format!("127.0.0.1:{}", zk::shared().port).parse().unwrap())
+}
+
+/// `slow` remembers the lock free at a version `quick` has since moved past: its write on
+/// what it remembers is refused (one late answer), then it reads (another) and writes
+/// again (a third).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_that_loses_its_first_race_is_served() {
+    let proxy = proxy();
+    let (slow, quick) = slow_and_quick(&proxy).await;
+    slow.must_take_and_free("raced").await;
+    quick.must_take_and_free("raced").await;
+    proxy.set_mode(Mode::DelayReplies(LATE));
+    let started = std::time::Instant::now();
+    let (status, granted) = slow
+        .acquire("raced", json!({"owner": "slow", "lease_ms": 60_000}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    eprintln!("granted after {:?}", started.elapsed());
+    let info = quick.info("raced").await;
+    assert_eq!(info["owner"], "slow", "{info}");
+}
+
+/// A caller that must wait, on a lock whose queue container is gone (no one queued for it
+/// lately: the server deletes an empty container):
+/// its create is refused for want of the container (one late answer), the container is
+/// made (another), and the create is sent again (a third). It is then handed the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_queue_must_be_made_again_joins_and_is_served() {
+    let proxy = proxy();
+    let (slow, quick) = slow_and_quick(&proxy).await;
+    // The state root exists, as on any instance that has queued a caller before.
+    let zk = zk_client(zk::shared()).await;
+    zk.mkdir(
+        &format!("{}/state", quick.root),
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let held = quick.must_acquire("remade", "holder", 60_000).await;
+    proxy.set_mode(Mode::DelayReplies(LATE));
+    let waiter = {
+        let slow = slow.clone();
+        tokio::spawn(async move {
+            let body = json!({"owner": "slow", "lease_ms": 60_000, "waiting_ms": 20_000});
+            slow.acquire("remade", body).await
+        })
+    };
+    common::eventually(Duration::from_secs(10), "the waiter queued", || async {
+        quick.info("remade").await["waiters"] == 1
+    })
+    .await;
+    let (status, released) = quick
+        .release("remade", held["lease_id"].as_str().unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let (status, granted) = waiter.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    assert_eq!(quick.info("remade").await["owner"], "slow");
+}
