@@ -8,7 +8,7 @@ use std::time::Instant;
 use futures::future::join_all;
 use zookeeper_client as zk;
 
-use super::NoAnswer;
+use super::{Late, NoAnswer};
 use crate::metrics::zookeeper::{ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -47,12 +47,13 @@ pub(super) fn walk<'a>(
     deadline: Instant,
 ) -> Walk<'a> {
     Box::pin(async move {
+        let late = Late::sent(ZkOp::GetChildren, deadline);
         let listed = metrics.time(ZkOp::GetChildren, client.list_children(dir));
         let mut children = match tokio::time::timeout_at(deadline.into(), listed).await {
             Ok(Ok(children)) => children,
             Ok(Err(zk::Error::NoNode)) => return Ok(()),
             Ok(Err(e)) => return Err(Ok(e)),
-            Err(_) => return Err(Err(NoAnswer::TimedOut)),
+            Err(_) => return Err(Err(NoAnswer::TimedOut(late))),
         };
         children.sort_unstable();
         // On the cursor's own path, everything before the cursor's part is skipped at once:
@@ -86,9 +87,10 @@ pub(super) fn walk<'a>(
             let reads = join_all(batch.iter().map(|(child, _)| {
                 metrics.time(ZkOp::GetData, client.get_data(&format!("{dir}/{child}")))
             }));
+            let late = Late::sent(ZkOp::GetData, deadline);
             let results = tokio::time::timeout_at(deadline.into(), reads)
                 .await
-                .map_err(|_| Err(NoAnswer::TimedOut))?;
+                .map_err(|_| Err(NoAnswer::TimedOut(late)))?;
             for ((child, name), result) in batch.iter().zip(results) {
                 let (data, stat) = match result {
                     Ok(found) => found,

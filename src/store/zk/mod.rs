@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tracing::{info, warn};
+use tracing::warn;
 use zookeeper_client as zk;
 
 use super::{
@@ -20,7 +20,6 @@ use super::{
     WriteOutcome,
 };
 use crate::engine::Watch;
-use crate::metrics::labels::LabelValue;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -34,6 +33,7 @@ mod contradiction;
 mod create;
 mod feed;
 mod list;
+mod no_answer;
 pub(crate) mod ops;
 mod queue;
 mod read;
@@ -45,6 +45,7 @@ pub use session::ZkSession;
 
 use crate::seal::Sealer;
 use access::ZkAccess;
+pub(super) use no_answer::{Late, NoAnswer};
 
 pub struct ZkStore {
     session: ZkSession,
@@ -74,14 +75,6 @@ pub struct ZkConfig {
     /// Record writes in flight before further ones wait to share a `multi` (`batch.rs`);
     /// 0: every write goes out alone at once.
     pub writes_in_flight: usize,
-}
-
-/// A call that got no answer from ZooKeeper.
-pub(super) enum NoAnswer {
-    /// There is no live session: nothing was sent.
-    NoSession,
-    /// The deadline passed: the request may still be applied.
-    TimedOut,
 }
 
 impl ZkStore {
@@ -139,20 +132,10 @@ impl ZkStore {
         deadline: Instant,
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<Result<T, E>, NoAnswer> {
-        let had = deadline.saturating_duration_since(Instant::now());
+        let late = Late::sent(op, deadline);
         tokio::time::timeout_at(deadline.into(), self.metrics.time(op, call))
             .await
-            .map_err(|_| {
-                // Which request, and how much of its call's store timeout was left for it
-                // (the requests of one step share it): a slow server and a step with too
-                // many requests look alike in the 503 alone.
-                info!(
-                    operation = op.label(),
-                    had_ms = had.as_millis() as u64,
-                    "no answer from ZooKeeper in time"
-                );
-                NoAnswer::TimedOut
-            })
+            .map_err(|_| NoAnswer::TimedOut(late))
     }
 
     /// Runs a read; `None` when the node does not exist.
@@ -175,7 +158,8 @@ impl ZkStore {
         self.metrics.error(error_kind(&failure));
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
-            Err(NoAnswer::TimedOut) => {
+            Err(NoAnswer::TimedOut(late)) => {
+                late.log();
                 self.session.report_stall();
                 StoreError::Unavailable("ZooKeeper did not answer in time".into())
             }
@@ -191,7 +175,8 @@ impl ZkStore {
         self.metrics.error(error_kind(&failure));
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
-            Err(NoAnswer::TimedOut) => {
+            Err(NoAnswer::TimedOut(late)) => {
+                late.log();
                 self.session.report_stall();
                 StoreError::OutcomeUnknown("ZooKeeper did not answer in time".into())
             }
@@ -219,7 +204,7 @@ impl ZkStore {
 fn error_kind(failure: &Result<zk::Error, NoAnswer>) -> StoreErrorKind {
     match failure {
         Err(NoAnswer::NoSession) => StoreErrorKind::NoSession,
-        Err(NoAnswer::TimedOut) | Ok(zk::Error::Timeout) => StoreErrorKind::Timeout,
+        Err(NoAnswer::TimedOut(_)) | Ok(zk::Error::Timeout) => StoreErrorKind::Timeout,
         Ok(zk::Error::ConnectionLoss) => StoreErrorKind::ConnectionLoss,
         Ok(zk::Error::SessionExpired | zk::Error::SessionMoved | zk::Error::ClientClosed) => {
             StoreErrorKind::SessionLost

@@ -347,7 +347,7 @@ impl ZkStore {
         let (stat, watcher) = match answer {
             Ok(Ok(found)) => found,
             Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-            Err(NoAnswer::TimedOut) => return Ok(Wake::Timer),
+            Err(NoAnswer::TimedOut(_)) => return Ok(Wake::Timer),
             Err(e) => return Err(self.read_failed(Err(e))),
         };
         let moved = match watch {

@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 use super::batch::Committed;
 use super::contradiction::Basis;
 use super::ops::{written, Ops};
-use super::{NoAnswer, ZkStore};
+use super::ZkStore;
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -47,7 +47,7 @@ impl ZkStore {
             .within(ZkOp::Multi, deadline, self.batch.commit(client, ops))
             .await
         {
-            Err(_) => Err(self.write_failed(Err(NoAnswer::TimedOut))),
+            Err(no_answer) => Err(self.write_failed(Err(no_answer))),
             Ok(Err(unstaged)) => Err(StoreError::Unavailable(unstaged.to_string())),
             Ok(Ok(answer)) => Ok(answer),
         }
