@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use common::proxy::{Mode, Proxy};
-use common::{unique_root, zk, zk_args, Service};
+use common::{service_behind, zk};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -24,19 +24,6 @@ const HELD: Duration = Duration::from_millis(1500);
 /// Long enough for the write to be sent and answered by the server (its answer is then
 /// held), short of the store timeout.
 const WHILE_WRITING: Duration = Duration::from_millis(300);
-
-/// An instance whose ZooKeeper is reached through `proxy`, with a warm session (its lock root
-/// made, so a fresh lock's first request is its record's create).
-async fn behind(proxy: &Proxy) -> Service {
-    let mut args = zk_args(zk::shared(), &unique_root());
-    args.zk = Some(proxy.addr().to_string());
-    args.zk_session_timeout_ms = 10_000;
-    // Covers 2 store timeouts and 1.5 session timeouts, as the service requires.
-    args.gc_delay_ms = 20_000;
-    let svc = Service::start(args).await;
-    svc.must_take_and_free("warm-up").await;
-    svc
-}
 
 /// Runs `call` while the proxy holds back answers for `HELD`.
 async fn with_late_answers<F>(proxy: &Proxy, call: F) -> (StatusCode, Value)
@@ -53,7 +40,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_whose_answer_came_late_is_granted() {
     let proxy = Proxy::start(format!("127.0.0.1:{}", zk::shared().port).parse().unwrap());
-    let svc = std::sync::Arc::new(behind(&proxy).await);
+    let svc = std::sync::Arc::new(service_behind(proxy.addr()).await);
     let caller = svc.clone();
     let (status, granted) = with_late_answers(&proxy, async move {
         caller
@@ -78,7 +65,7 @@ async fn a_grant_whose_answer_came_late_is_granted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_answer_came_late_is_released() {
     let proxy = Proxy::start(format!("127.0.0.1:{}", zk::shared().port).parse().unwrap());
-    let svc = std::sync::Arc::new(behind(&proxy).await);
+    let svc = std::sync::Arc::new(service_behind(proxy.addr()).await);
     let held = svc.must_acquire("late-release", "slow", 60_000).await;
     let lease = held["lease_id"].as_str().unwrap().to_owned();
     let caller = svc.clone();

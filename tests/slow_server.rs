@@ -6,6 +6,9 @@
 //! calls below answered `503`, and in the chaos rig most requests that timed out were sent
 //! with less than a quarter of the call's store timeout left.
 //!
+//! A call still ends: its rounds end within three store timeouts of its start, so a server
+//! that answers reads but no write gets a `503` within four.
+//!
 //! On a real ZooKeeper: instance `slow` reaches it through a proxy that delays every answer,
 //! instance `quick` directly.
 
@@ -94,4 +97,27 @@ async fn a_waiter_whose_queue_must_be_made_again_joins_and_is_served() {
     let (status, granted) = waiter.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{granted}");
     assert_eq!(quick.info("remade").await["owner"], "slow");
+}
+
+/// A server that answers reads and syncs but no write (`Mode::StallWrites`): each round's
+/// write times out, and the read that settles it finds it did not land, so the call would go
+/// round after round until its session was given up (a session timeout, 10 s here, after
+/// which no new one can be made). The rounds of one call end within three store timeouts of
+/// its start, so it answers `503` within four (1 s each here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_writes_go_unanswered_ends_within_four_store_timeouts() {
+    let proxy = proxy();
+    let svc = common::service_behind(proxy.addr()).await;
+    proxy.set_mode(Mode::StallWrites);
+    let started = std::time::Instant::now();
+    let (status, body) = svc
+        .acquire("unanswered", json!({"owner": "o", "lease_ms": 60_000}))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        took < Duration::from_millis(4 * 1000 + 1000),
+        "answered within four store timeouts (and a margin): took {took:?}"
+    );
+    eprintln!("503 after {took:?}");
 }

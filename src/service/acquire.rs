@@ -188,6 +188,7 @@ impl LockService {
         // and read only if that fails. A decision not to write is only made on a fresh read.
         // Not while callers wait here: a lock they are about to take must not be taken past
         // them by a caller who never queued (the record may not say yet that they wait).
+        let began = Instant::now();
         let optimistic = request.lease_id.is_none() && !self.local.any(name);
         // While callers of this instance wait for the lock, a caller willing to wait nearly
         // always waits too, and the record this instance wrote last is enough to decide that
@@ -202,9 +203,9 @@ impl LockService {
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
         for _ in 0..MAX_ROUNDS {
-            // Each round (a read and a conditional write) has a store timeout of its own, as
-            // in `service::release`.
-            let deadline = self.deadline();
+            // Each round (a read and a conditional write) has a store timeout of its own,
+            // within a bound for the whole call (`round_deadline`).
+            let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
             let Read {
                 stored,

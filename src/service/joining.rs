@@ -38,8 +38,9 @@ impl LockService {
         priority: u32,
         mut read: Option<Stored>,
     ) -> Result<(), ServiceError> {
+        let began = Instant::now();
         for _ in 0..super::MAX_ROUNDS {
-            let deadline = self.deadline();
+            let deadline = self.round_deadline(began);
             let current = match read.take() {
                 Some(current) => current,
                 None => match self.store.read(name, deadline).await? {

@@ -36,6 +36,9 @@ use crate::metrics::Metrics;
 use events::{EventKind, EventSink, LockEvent};
 
 /// How many times one call re-reads after losing a race before giving up.
+/// How many store timeouts the rounds of one call may take in all (`round_deadline`).
+const ROUNDS_WITHIN: u32 = 3;
+
 const MAX_ROUNDS: usize = 64;
 
 /// A lock as read at one instant; the API renders it as LockInfo.
@@ -246,6 +249,17 @@ impl LockService {
 
     fn deadline(&self) -> Instant {
         Instant::now() + self.store_timeout
+    }
+
+    /// The deadline of a round (a read and a conditional write) of a call that began at
+    /// `began`: a store timeout of its own, so that a server answering every request slowly
+    /// still serves a call of several requests, but never past `ROUNDS_WITHIN` store
+    /// timeouts from the call's start, so that a call whose rounds keep failing (a server
+    /// that answers reads but no write, whose writes each settle as "did not land") still
+    /// ends.
+    fn round_deadline(&self, began: Instant) -> Instant {
+        self.deadline()
+            .min(began + self.store_timeout * ROUNDS_WITHIN)
     }
 
     /// The clock the lock rules judge takeovers by (see `engine::Clock`).

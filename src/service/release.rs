@@ -31,11 +31,12 @@ impl LockService {
         lease_id: &LeaseId,
         lease_ms: Option<u64>,
     ) -> Result<LockSnapshot, ServiceError> {
+        let began = Instant::now();
         let mut use_cache = true;
         for _ in 0..MAX_ROUNDS {
-            // Each round (a read and a conditional write) has a store timeout of its own: a
-            // server that answers slowly but answers is waited for, round by round.
-            let deadline = self.deadline();
+            // Each round (a read and a conditional write) has a store timeout of its own,
+            // within a bound for the whole call (`round_deadline`).
+            let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
             let Read {
                 stored,
@@ -129,9 +130,10 @@ impl LockService {
         decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
         forced: Option<Forced>,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
+        let began = Instant::now();
         let mut use_cache = true;
         for _ in 0..MAX_ROUNDS {
-            let deadline = self.deadline();
+            let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
             let Read {
                 stored,

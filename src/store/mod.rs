@@ -201,7 +201,9 @@ pub trait LockStore: Send + Sync + 'static {
         Duration::ZERO
     }
     /// Joins the queue. The entry lives as long as this instance's store session. If an
-    /// entry with the ticket's key exists already (a retry), that entry is returned.
+    /// entry with the ticket's key exists already (a retry), that entry is returned. A
+    /// store may give attempts after an answered one as long as the first had (the ZooKeeper
+    /// store: up to four times the time to `deadline` in all).
     async fn enqueue(
         &self,
         name: &LockName,

@@ -86,6 +86,20 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args
 }
 
+/// An instance on the shared server whose ZooKeeper is reached through `proxy`, with 10-s
+/// sessions (zookeeper-client calls a silent connection lost after 4 s) and a warm session:
+/// its lock root made, so a fresh lock's first request is its record's create.
+pub async fn service_behind(proxy: std::net::SocketAddr) -> Service {
+    let mut args = zk_args(zk::shared(), &unique_root());
+    args.zk = Some(proxy.to_string());
+    args.zk_session_timeout_ms = 10_000;
+    // Covers 2 store timeouts and 1.5 session timeouts, as the service requires.
+    args.gc_delay_ms = 20_000;
+    let svc = Service::start(args).await;
+    svc.must_take_and_free("warm-up").await;
+    svc
+}
+
 pub fn encode(name: &str) -> String {
     name.replace('/', "%2F")
 }

@@ -3,10 +3,12 @@
 //! removes once they are empty.
 //!
 //! Every change is a single conditional write; concurrent record writes may travel in one
-//! shared `multi`, each keeping its own conditions (`batch.rs`). Every call is bounded by
-//! the request's deadline, because the client neither times out nor cancels a request on
-//! its own; a write whose answer is lost is reported as [`StoreError::OutcomeUnknown`] so
-//! the service re-reads.
+//! shared `multi`, each keeping its own conditions (`batch.rs`). Every request is bounded by
+//! a deadline, because the client neither times out nor cancels a request on its own; a
+//! call is bounded by the deadline it is given, except a queue join, whose later attempts
+//! get as long again, up to three times in all, and a fourth for the listing that settles a
+//! lost answer (`queue.rs`). A write whose answer is lost is reported as
+//! [`StoreError::OutcomeUnknown`] so the service re-reads.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -89,6 +89,9 @@ impl ZkStore {
         // server the three requests of a join whose container had gone took more than one
         // store timeout.
         let budget = deadline.saturating_duration_since(Instant::now());
+        // ... but all attempts together no longer than three such budgets (the settling
+        // listing may take one more), as `service::round_deadline` bounds a call's rounds.
+        let limit = Instant::now() + budget * 3;
         let mut deadline = deadline;
         let dir = self.queue_dir(name);
         let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
@@ -103,7 +106,7 @@ impl ZkStore {
         }
         for attempt in 0..4 {
             if attempt > 0 {
-                deadline = deadline.max(Instant::now() + budget);
+                deadline = deadline.max((Instant::now() + budget).min(limit));
             }
             // The waiter's node must live and die with the primary session, never with a
             // stand-in (see `session.rs`).
@@ -113,7 +116,7 @@ impl ZkStore {
                 .map_err(|e| self.write_failed(Err(e)))?;
             let path = format!("{dir}/{prefix}");
             let create = client.create(&path, &data, &options);
-            match self.within(ZkOp::Create, deadline, create).await {
+            let failure = match self.within(ZkOp::Create, deadline, create).await {
                 Ok(Ok((_, sequence))) => {
                     let id = format!("{prefix}{:010}", sequence.into_i64());
                     return Waiter::parse(&id).ok_or_else(|| {
@@ -121,25 +124,32 @@ impl ZkStore {
                     });
                 }
                 Ok(Err(zk::Error::NoNode)) => {
-                    let made_by = deadline.max(Instant::now() + budget);
-                    self.create_queue_dir(&dir, made_by).await?
+                    let made_by = deadline.max((Instant::now() + budget).min(limit));
+                    self.create_queue_dir(&dir, made_by).await?;
+                    continue;
                 }
-                // The answer was lost. Along one connection a session's requests are
-                // applied in order, so a listing sent now shows the node if the create
-                // landed. Across a reconnection it may not (the create can be applied after
-                // the listing): the call then has two entries, and its waiting removes the
-                // other (see `service::group_commit`).
-                _ => {
-                    let now = Instant::now();
-                    let settle = if now >= deadline {
-                        now + budget
-                    } else {
-                        deadline
-                    };
-                    if let Some(existing) = mine(self.read_queue(name, settle).await?) {
-                        return Ok(existing);
-                    }
-                }
+                Ok(Err(error)) => Ok(error),
+                Err(no_answer) => Err(no_answer),
+            };
+            // The answer was lost (logged, counted, and a stall reported, as for any write).
+            // The listing goes out on the very client the create went out on: its requests
+            // are sent in order, after a reconnection too, so the listing shows the node if
+            // the create landed. A stand-in's listing would not be ordered after it. Should
+            // the session end in between, its nodes go with it.
+            let _ = self.write_failed(failure);
+            let now = Instant::now();
+            let settle = if now >= deadline {
+                now + budget
+            } else {
+                deadline
+            };
+            let listed = client.list_children(&dir);
+            let children = self
+                .read_node(ZkOp::GetChildren, settle, listed)
+                .await?
+                .unwrap_or_default();
+            if let Some(existing) = mine(queue_of(&children)) {
+                return Ok(existing);
             }
         }
         Err(StoreError::Unavailable("could not join the queue".into()))
