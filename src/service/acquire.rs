@@ -333,7 +333,7 @@ impl LockService {
                 }
             }
         }
-        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "no round's write landed; the last lost race was planned on lost_on");
+        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "no round's write landed (lost_on: what the last refused one was planned on)");
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))

@@ -35,10 +35,10 @@ mod waiting;
 use crate::metrics::Metrics;
 use events::{EventKind, EventSink, LockEvent};
 
-/// How many times one call re-reads after losing a race before giving up.
 /// How many store timeouts the rounds of one call may take in all (`round_deadline`).
 const ROUNDS_WITHIN: u32 = 3;
 
+/// How many times one call re-reads after losing a race before giving up.
 const MAX_ROUNDS: usize = 64;
 
 /// A lock as read at one instant; the API renders it as LockInfo.
@@ -260,6 +260,21 @@ impl LockService {
     fn round_deadline(&self, began: Instant) -> Instant {
         self.deadline()
             .min(began + self.store_timeout * ROUNDS_WITHIN)
+    }
+
+    /// Until when the read that settles a lost answer may wait: what is left of the call's
+    /// `deadline`, unless the write ran out of it; then a store timeout of its own. A write
+    /// whose answer did not come in time was given up at that deadline, so a read held to it
+    /// would time out before it was sent: the caller would hear 503 for a write that may
+    /// well have landed (a grant it is then never told of), every time the server is slow.
+    /// An answer lost to a closed connection (the quorum gone, say) leaves the deadline as
+    /// it is, so such a call still answers within the store timeout.
+    fn settle_by(&self, deadline: Instant) -> Instant {
+        if Instant::now() >= deadline {
+            self.deadline()
+        } else {
+            deadline
+        }
     }
 
     /// The clock the lock rules judge takeovers by (see `engine::Clock`).

@@ -2,7 +2,7 @@
 //! re-reading after a `sync` and recognising the write by what only it could have done
 //! (never by guessing), so a caller is neither told that its own grant is someone else's
 //! lock nor left holding a lease it was never told of. When the write ran out of the call's
-//! store timeout, that read has a store timeout of its own (`settle_by`).
+//! store timeout, that read has a store timeout of its own (`LockService::settle_by`).
 
 use tracing::warn;
 
@@ -55,7 +55,7 @@ impl LockService {
                 let before = current.map(|s| &s.record);
                 match self
                     .store
-                    .read_latest(name, settle_by(deadline, self.deadline()))
+                    .read_latest(name, self.settle_by(deadline))
                     .await?
                 {
                     Some(stored) if landed(before, &next, &stored.record) => {
@@ -66,21 +66,6 @@ impl LockService {
             }
             Err(error) => Err(error.into()),
         }
-    }
-}
-
-/// Until when the read that settles a lost answer may wait: what is left of the call's
-/// `deadline`, unless the write ran out of it; then a store timeout of its own (`fresh`).
-/// A write whose answer did not come in time was given up at that deadline, so a read held
-/// to it would time out before it was sent: the caller would hear 503 for a write that may
-/// well have landed (a grant it is then never told of), every time the server is slow. An
-/// answer lost to a closed connection (the quorum gone, say) leaves the deadline as it is,
-/// so such a call still answers within the store timeout.
-pub(super) fn settle_by(deadline: Instant, fresh: Instant) -> Instant {
-    if Instant::now() >= deadline {
-        fresh
-    } else {
-        deadline
     }
 }
 

@@ -232,8 +232,11 @@ impl LockService {
                 }
                 // A lost answer is settled by reading: the session answers in order.
                 Err(StoreError::OutcomeUnknown(_)) => {
-                    let settle = super::outcome::settle_by(deadline, self.deadline());
-                    match self.store.read_latest(name, settle).await? {
+                    match self
+                        .store
+                        .read_latest(name, self.settle_by(deadline))
+                        .await?
+                    {
                         Some(now_stored)
                             if landed(Some(&record), &expected, &now_stored.record) =>
                         {

@@ -92,6 +92,7 @@ impl ZkStore {
         // ... but all attempts together no longer than three such budgets (the settling
         // listing may take one more), as `service::round_deadline` bounds a call's rounds.
         let limit = Instant::now() + budget * 3;
+        let afresh = || (Instant::now() + budget).min(limit);
         let mut deadline = deadline;
         let dir = self.queue_dir(name);
         let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
@@ -106,7 +107,7 @@ impl ZkStore {
         }
         for attempt in 0..4 {
             if attempt > 0 {
-                deadline = deadline.max((Instant::now() + budget).min(limit));
+                deadline = deadline.max(afresh());
             }
             // The waiter's node must live and die with the primary session, never with a
             // stand-in (see `session.rs`).
@@ -124,8 +125,7 @@ impl ZkStore {
                     });
                 }
                 Ok(Err(zk::Error::NoNode)) => {
-                    let made_by = deadline.max((Instant::now() + budget).min(limit));
-                    self.create_queue_dir(&dir, made_by).await?;
+                    self.create_queue_dir(&dir, deadline.max(afresh())).await?;
                     continue;
                 }
                 Ok(Err(error)) => Ok(error),
@@ -137,9 +137,9 @@ impl ZkStore {
             // the create landed. A stand-in's listing would not be ordered after it. Should
             // the session end in between, its nodes go with it.
             let _ = self.write_failed(failure);
-            let now = Instant::now();
-            let settle = if now >= deadline {
-                now + budget
+            // As `service::LockService::settle_by`, one budget more (not bound by `limit`).
+            let settle = if Instant::now() >= deadline {
+                Instant::now() + budget
             } else {
                 deadline
             };
