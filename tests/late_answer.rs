@@ -40,7 +40,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_whose_answer_came_late_is_granted() {
     let proxy = Proxy::start(format!("127.0.0.1:{}", zk::shared().port).parse().unwrap());
-    let svc = std::sync::Arc::new(service_behind(proxy.addr()).await);
+    let svc = std::sync::Arc::new(service_behind(proxy.addr(), 1000).await);
     let caller = svc.clone();
     let (status, granted) = with_late_answers(&proxy, async move {
         caller
@@ -65,7 +65,7 @@ async fn a_grant_whose_answer_came_late_is_granted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_answer_came_late_is_released() {
     let proxy = Proxy::start(format!("127.0.0.1:{}", zk::shared().port).parse().unwrap());
-    let svc = std::sync::Arc::new(service_behind(proxy.addr()).await);
+    let svc = std::sync::Arc::new(service_behind(proxy.addr(), 1000).await);
     let held = svc.must_acquire("late-release", "slow", 60_000).await;
     let lease = held["lease_id"].as_str().unwrap().to_owned();
     let caller = svc.clone();

@@ -107,7 +107,7 @@ async fn a_waiter_whose_queue_must_be_made_again_joins_and_is_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_writes_go_unanswered_ends_within_four_store_timeouts() {
     let proxy = proxy();
-    let svc = common::service_behind(proxy.addr()).await;
+    let svc = common::service_behind(proxy.addr(), 1000).await;
     proxy.set_mode(Mode::StallWrites);
     let started = std::time::Instant::now();
     let (status, body) = svc

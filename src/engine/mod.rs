@@ -15,6 +15,8 @@ mod waiting;
 #[cfg(test)]
 mod handoff_tests;
 #[cfg(test)]
+mod own_grant_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod waiting_tests;
@@ -85,6 +87,12 @@ pub enum AcquireDecision {
     },
     /// A retry of the acquire that created the current grant: answer it again, write nothing.
     AlreadyGranted {
+        lease_id: LeaseId,
+    },
+    /// The current grant is this very call's: an earlier round's write of it landed after
+    /// its lost answer had been read back as not landed (`service::outcome`). It is the
+    /// caller's fresh grant; write nothing.
+    OwnGrantLanded {
         lease_id: LeaseId,
     },
     /// Join the lock's queue and wait (to preempt the holder, or for one's turn).
@@ -202,6 +210,18 @@ pub fn decide_acquire(
 ) -> AcquireDecision {
     let clock = now.into();
     let now = clock.now;
+    // Lease ids are unique, so only this call can have written its new lease: a record that
+    // holds it is this call's grant, landed late. Once that lease has run out it is nobody's,
+    // and the call is decided as any other.
+    if current
+        .holder
+        .as_ref()
+        .is_some_and(|h| h.lease_id == Some(new_lease_id) && !h.expires.has_passed(now))
+    {
+        return AcquireDecision::OwnGrantLanded {
+            lease_id: new_lease_id,
+        };
+    }
     if let (Some(holder), Some(request_id)) = (&current.holder, &request.request_id) {
         if holder.request_id.as_deref() == Some(request_id.as_str())
             && holder.owner == request.owner.as_str()

@@ -20,8 +20,8 @@ use super::{
 use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
 use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority, UnixMillis};
-use crate::record::LockRecord;
-use crate::store::Stored;
+use crate::record::{Holder, LockRecord};
+use crate::store::{Stored, Version};
 
 impl LockService {
     /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
@@ -183,7 +183,6 @@ impl LockService {
         new_lease: LeaseId,
         sent_grant: &mut bool,
     ) -> Result<Immediate, ServiceError> {
-        let overriding = request.priority == Priority::OVERRIDE;
         // Most acquires find no record, or the free record this instance left: write at once,
         // and read only if that fails. A decision not to write is only made on a fresh read.
         // Not while callers wait here: a lock they are about to take must not be taken past
@@ -293,26 +292,32 @@ impl LockService {
                     )))
                 }
                 AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
+                AcquireDecision::OwnGrantLanded { .. } if cached => continue,
+                AcquireDecision::OwnGrantLanded { lease_id } => {
+                    // An earlier round's grant, whose lost answer was read back (perhaps on
+                    // another session, not ordered after it) before it landed: the caller's.
+                    let Some(found) = stored else { continue };
+                    info!(lock = %name, "a grant read back as not landed had landed; answering it");
+                    self.grant_landed(name, request, None, &found.record, found.version);
+                    return done(Ok(Granted {
+                        lease_id,
+                        fencing_token: token_of(&found.record),
+                        lock: snapshot(name, &found.record, &queue, now),
+                        fresh: true,
+                    }));
+                }
                 AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
                 AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
             };
             *sent_grant |= fresh;
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
-                    if overriding {
-                        request_audit(name, request).record(
-                            &self.audit,
-                            record.holder.as_ref(),
-                            "granted",
-                        );
-                    }
-                    self.metrics.grants.inc();
+                    self.grant_landed(name, request, record.holder.as_ref(), &written, version);
                     // A fresh grant over a holder means its lease had run out (a live one is
                     // never granted over without waiting): a lazy expiry.
                     if let (true, Some(expired)) = (fresh, &record.holder) {
                         self.metrics.taken_from(expired, false, now);
                     }
-                    self.cache.remember_grant(name, &written, version);
                     let lock = snapshot(name, &written, &queue, now);
                     return done(Ok(Granted {
                         lease_id,
@@ -337,6 +342,24 @@ impl LockService {
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))
+    }
+
+    /// What every grant that landed is recorded by: the override's audit line (`replaced`:
+    /// the holder it took the lock from, when known), the grant count, and the record kept
+    /// as this instance's last write.
+    fn grant_landed(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        replaced: Option<&Holder>,
+        written: &LockRecord,
+        version: Version,
+    ) {
+        if request.priority == Priority::OVERRIDE {
+            request_audit(name, request).record(&self.audit, replaced, "granted");
+        }
+        self.metrics.grants.inc();
+        self.cache.remember_grant(name, written, version);
     }
 }
 

@@ -3,6 +3,16 @@
 //! (never by guessing), so a caller is neither told that its own grant is someone else's
 //! lock nor left holding a lease it was never told of. When the write ran out of the call's
 //! store timeout, that read has a store timeout of its own (`LockService::settle_by`).
+//!
+//! **A "not landed" is not final.** ZooKeeper orders a session's requests, so on the write's
+//! own session the read sees the write if it ever lands. But while the primary session is
+//! disconnected the read goes out on the stand-in, or after a given-up session on a new one,
+//! and a write the old connection's server had already taken in may land after that read.
+//! Nothing unsafe follows, since the next round's write is conditional on what it reads and
+//! only one of the two lands; what keeps the caller's answer true is that every later round
+//! recognises the write once it has landed, by what only it could have done: an acquire
+//! finds its own new lease holding the lock (`AcquireDecision::OwnGrantLanded`), a waiter its
+//! own lease (`WaitDecision::Granted`), and a release finds its lease gone (`let_go`).
 
 use tracing::warn;
 
@@ -15,7 +25,8 @@ use crate::store::{StoreError, Stored, Version, WriteOutcome};
 
 impl LockService {
     /// Writes `next` over what was read. A lost answer is settled by reading again: requests
-    /// on one session are answered in order, so that read sees the write if it landed.
+    /// on one session are answered in order, so that read sees the write if it landed (on
+    /// another session it may not yet; see the module doc).
     pub(super) async fn put(
         &self,
         name: &LockName,

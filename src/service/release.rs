@@ -132,6 +132,10 @@ impl LockService {
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let began = Instant::now();
         let mut use_cache = true;
+        // A round's write whose lost answer was read back as not landed. That read may have
+        // gone out on another session than the write (a stand-in, a new session), which is not
+        // ordered after it, so the write may land after all.
+        let mut unsettled = false;
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
@@ -148,6 +152,11 @@ impl LockService {
             let stored = match (&decision, stored) {
                 // A cached record is only good for a conditional write: check anything else.
                 (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if cached => continue,
+                // The lease is gone, as after a write that landed (`outcome::landed`): what
+                // was asked is done, whoever ended it.
+                (ReleaseDecision::NotOwner, _) if unsettled => {
+                    return Ok((snapshot(name, &record, &queue, now), None))
+                }
                 (ReleaseDecision::NotOwner, _) => {
                     return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }
@@ -244,7 +253,10 @@ impl LockService {
                         }
                         // Gone: freed and already collected, so the release landed.
                         None if to.is_none() => Some((LockRecord::default(), Version::plain(-1))),
-                        _ => None,
+                        _ => {
+                            unsettled = true;
+                            None
+                        }
                     }
                 }
                 Ok(_) => None,

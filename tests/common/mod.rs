@@ -8,6 +8,7 @@ pub mod ensemble;
 pub mod framing;
 pub mod history;
 pub mod instance;
+pub mod late_write;
 pub mod nemesis;
 pub mod proxy;
 pub mod receiver;
@@ -89,12 +90,13 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
 /// An instance on the shared server whose ZooKeeper is reached through `proxy`, with 10-s
 /// sessions (zookeeper-client calls a silent connection lost after 4 s) and a warm session:
 /// its lock root made, so a fresh lock's first request is its record's create.
-pub async fn service_behind(proxy: std::net::SocketAddr) -> Service {
+pub async fn service_behind(proxy: std::net::SocketAddr, store_timeout_ms: u64) -> Service {
     let mut args = zk_args(zk::shared(), &unique_root());
     args.zk = Some(proxy.to_string());
     args.zk_session_timeout_ms = 10_000;
+    args.store_timeout_ms = store_timeout_ms;
     // Covers 2 store timeouts and 1.5 session timeouts, as the service requires.
-    args.gc_delay_ms = 20_000;
+    args.gc_delay_ms = 2 * store_timeout_ms + 18_000;
     let svc = Service::start(args).await;
     svc.must_take_and_free("warm-up").await;
     svc
