@@ -18,6 +18,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::framing::op;
 use common::late_write::LateWrite;
 use common::{service_behind, waiting, zk, Service};
 use reqwest::StatusCode;
@@ -34,7 +35,7 @@ const STORE_TIMEOUT_MS: u64 = 4000;
 
 async fn behind_late_write() -> (LateWrite, Arc<Service>) {
     let target = format!("127.0.0.1:{}", zk::shared().port).parse().unwrap();
-    let proxy = LateWrite::start(target, HOLD, FRESH_DELAY, WINDOW);
+    let proxy = LateWrite::start(target, &[op::MULTI], HOLD, FRESH_DELAY, WINDOW);
     let svc = Arc::new(service_behind(proxy.addr(), STORE_TIMEOUT_MS).await);
     (proxy, svc)
 }

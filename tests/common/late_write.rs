@@ -2,8 +2,8 @@
 //! up, as a server does with a request it had read before the connection broke. It owns one
 //! listening port in front of one ZooKeeper server and every connection through it.
 //!
-//! Once armed, the first `multi` (lockwarden's record writes) that comes through fires it:
-//! the client's side of that connection is closed at once, and the `multi` reaches the
+//! Once armed, the first request of one of the given types that comes through fires it:
+//! the client's side of that connection is closed at once, and the request reaches the
 //! server `hold` later on the server's side, which stays open. For `window` after firing,
 //! the client cannot resume that session elsewhere (connections that resume a session are
 //! closed at once; a resumed session would make the server drop the held request), so the
@@ -30,12 +30,14 @@ pub struct LateWrite {
 
 struct Shared {
     target: SocketAddr,
+    ops: Vec<i32>,
     hold: Duration,
     fresh_delay: Duration,
     window: Duration,
     armed: AtomicBool,
     fired_at: Mutex<Option<Instant>>,
     delivered: AtomicBool,
+    resumed: AtomicBool,
 }
 
 impl Shared {
@@ -46,9 +48,11 @@ impl Shared {
 }
 
 impl LateWrite {
-    /// Starts the proxy, unarmed, on the current tokio runtime.
+    /// Starts the proxy, unarmed, on the current tokio runtime; it holds a request of one of
+    /// the types `ops`.
     pub fn start(
         target: SocketAddr,
+        ops: &[i32],
         hold: Duration,
         fresh_delay: Duration,
         window: Duration,
@@ -58,12 +62,14 @@ impl LateWrite {
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             target,
+            ops: ops.to_vec(),
             hold,
             fresh_delay,
             window,
             armed: AtomicBool::new(false),
             fired_at: Mutex::new(None),
             delivered: AtomicBool::new(false),
+            resumed: AtomicBool::new(false),
         });
         let listener = TcpListener::from_std(listener).expect("a tokio listener");
         let accept = tokio::spawn(accept_loop(listener, shared.clone())).abort_handle();
@@ -78,14 +84,19 @@ impl LateWrite {
         self.addr
     }
 
-    /// The next `multi` is held and its connection closed.
+    /// The next request of one of its types is held and its connection closed.
     pub fn arm(&self) {
         self.shared.armed.store(true, Ordering::SeqCst);
     }
 
-    /// Whether the held `multi` has been sent on to the server.
+    /// Whether the held request has been sent on to the server.
     pub fn delivered(&self) -> bool {
         self.shared.delivered.load(Ordering::SeqCst)
+    }
+
+    /// Whether a session resumed through the proxy after it fired (the window over).
+    pub fn resumed(&self) -> bool {
+        self.shared.resumed.load(Ordering::SeqCst)
     }
 }
 
@@ -130,9 +141,13 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
     if session != 0 && shared.within_window() {
         return;
     }
-    let fresh_after_firing = session == 0 && shared.fired_at.lock().unwrap().is_some();
+    let fired = shared.fired_at.lock().unwrap().is_some();
+    let fresh_after_firing = session == 0 && fired;
     if server_write.write_all(&connect).await.is_err() {
         return;
+    }
+    if session != 0 && fired {
+        shared.resumed.store(true, Ordering::SeqCst);
     }
     let down = tokio::spawn(async move {
         let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
@@ -141,7 +156,7 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
         let kind = request
             .get(8..12)
             .map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap()));
-        if kind == op::MULTI && shared.armed.swap(false, Ordering::SeqCst) {
+        if shared.ops.contains(&kind) && shared.armed.swap(false, Ordering::SeqCst) {
             *shared.fired_at.lock().unwrap() = Some(Instant::now());
             // The client's side closes now; the server's stays open and gets the write late.
             down.abort();
