@@ -10,11 +10,14 @@ mod common;
 use std::time::Duration;
 
 use common::proxy::{Mode, Proxy};
+use common::sse::SseStream;
 use common::{eventually, unique_root, zk, zk_args, zk_client, znodes_under, Service};
 use reqwest::StatusCode;
 use serde_json::json;
 
 const ABANDONED: &str = "lockwarden_zookeeper_session_probes_total{outcome=\"abandoned\"}";
+/// How long a change may take to reach an event stream (they come within milliseconds).
+const EVENT_WITHIN: Duration = Duration::from_secs(10);
 const ANSWERED: &str = "lockwarden_zookeeper_session_probes_total{outcome=\"answered\"}";
 
 /// An instance (store timeout 1 s, session timeout 4 s) whose ZooKeeper is reached through
@@ -142,5 +145,32 @@ async fn a_session_whose_server_is_only_slow_is_kept() {
         proxies[1 - through].accepted(),
         0,
         "no other session was opened"
+    );
+}
+
+/// The event stream follows the instance to its new session: a change made through another
+/// instance after the stalled session was given up reaches a stream opened before. Its
+/// watches were on the given-up session, whose server (applying no writes) tells of nothing,
+/// and the stream heard nothing more until that session ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_the_instance_to_its_new_session() {
+    let (svc, proxies, through) = through_two_proxies().await;
+    let url = format!("{}/v1/locks/seen/events", svc.base);
+    let mut stream = SseStream::open(&url, None).await;
+    assert_eq!(stream.next_event(EVENT_WITHIN).await.event, "snapshot");
+
+    stall_until_replaced(&svc, &proxies, through, Mode::Stall).await;
+
+    let other = Service::start(zk_args(zk::shared(), &svc.root)).await;
+    let held = other.must_acquire("seen", "elsewhere", 60_000).await;
+    let acquired = stream.next_of("acquired", EVENT_WITHIN).await;
+    assert_eq!(
+        acquired.data["lock"]["owner"], "elsewhere",
+        "{:?}",
+        acquired.data
+    );
+    assert_eq!(
+        acquired.data["lock"]["fencing_token"],
+        held["fencing_token"]
     );
 }

@@ -23,11 +23,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
-use super::framing::{op, Message, Sieve};
+use super::framing::{Message, Sieve};
 use super::stale_copy::{self, Stale};
 
 mod mode;
 pub use mode::Mode;
+use mode::{answered_when_stalled, is_notification};
 
 /// How long a cut connection stays open after the request was forwarded, so the server
 /// has read it before it sees the connection close.
@@ -324,6 +325,11 @@ async fn read_side(
                 let up = direction == Direction::Up;
                 stale_copy::relay(&mut sieve, &buf[..n], up, path, &mut copy)
             }
+            // A server that applies no writes sees no change to tell a watcher of.
+            (Mode::Stall | Mode::StallWrites, Direction::Down) => {
+                let kept = sieve.sieve(&buf[..n], |m| !is_notification(m));
+                kept.into_iter().flat_map(|(_, b)| b).collect()
+            }
             (_, Direction::Down) => sieve.pass(&buf[..n]),
             (Mode::CutAfter { .. }, Direction::Up) => {
                 let messages = sieve.sieve(&buf[..n], |_| true);
@@ -369,15 +375,6 @@ async fn read_side(
         if tx.send(chunk).is_err() {
             return Ended::Reader;
         }
-    }
-}
-
-/// What a stalled server still answers: all but what goes through the leader, and syncs
-/// too when `syncs`.
-fn answered_when_stalled(message: &Message, syncs: bool) -> bool {
-    match message {
-        Message::Request { op, .. } => !op::through_the_leader(*op) || (syncs && *op == op::SYNC),
-        Message::Connect | Message::Short => true,
     }
 }
 

@@ -4,6 +4,8 @@
 //!
 //! The watches are set only while the feed has subscribers, and dropped a moment after the
 //! last one leaves: every watched change costs ZooKeeper a notification to this instance.
+//! The watches follow the store's session: when it hands out a new one (the old expired, or
+//! was given up while it lived on), they are set again on the new one.
 //! Whenever the watches are (re)set (the first subscriber, a new session, a reconnect after
 //! which ZooKeeper may not replay what happened meanwhile), the feed says `Resync` first,
 //! so readers re-read what they know instead of trusting that nothing was missed.
@@ -99,20 +101,28 @@ async fn run(feed: Weak<Feed>, mut clients: watch::Receiver<Option<zk::Client>>,
                 continue;
             }
         };
-        if !forward(&feed, locks, state, &roots).await {
+        let watched = (locks, state, client.session_id());
+        if !forward(&feed, watched, &mut clients, &roots).await {
             return;
         }
     }
 }
 
-/// Forwards watched changes until the session ends or nobody listens; false once the store
-/// is gone.
+/// Forwards watched changes until the session ends, the store hands out another session's
+/// client, or nobody listens; false once the store is gone. A session the store has given up
+/// (its server answered no write) may live on for a while, but a server that applies no
+/// writes reports no changes either: the watches must move to the new session at once.
 async fn forward(
     feed: &Weak<Feed>,
-    mut locks: zk::PersistentWatcher,
-    mut state: zk::PersistentWatcher,
+    (mut locks, mut state, session): (zk::PersistentWatcher, zk::PersistentWatcher, zk::SessionId),
+    clients: &mut watch::Receiver<Option<zk::Client>>,
     roots: &Roots,
 ) -> bool {
+    let replaced = |current: &Option<zk::Client>| {
+        current
+            .as_ref()
+            .is_some_and(|client| client.session_id() != session)
+    };
     let send = |change: Change| match feed.upgrade() {
         Some(feed) => {
             let _ = feed.sender.send(change);
@@ -128,6 +138,15 @@ async fn forward(
         let event = tokio::select! {
             event = locks.changed() => event,
             event = state.changed() => event,
+            changed = clients.changed() => {
+                if changed.is_err() {
+                    return false;
+                }
+                if replaced(&clients.borrow_and_update()) {
+                    return true;
+                }
+                continue;
+            }
             _ = tokio::time::sleep(IDLE_CHECK) => {
                 match feed.upgrade() {
                     Some(feed) if feed.sender.receiver_count() > 0 => continue,

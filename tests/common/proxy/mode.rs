@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::common::framing::{op, Message};
+
 /// What the proxy does with traffic.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -23,11 +25,27 @@ pub enum Mode {
     Refuse,
     /// A server cut off from its leader without noticing: on existing connections it
     /// answers pings and reads, and takes in every write and sync (which go through the
-    /// leader) without ever answering them (they are dropped); new connections are refused.
+    /// leader) without ever answering them (they are dropped), and it sends no watch
+    /// notification (it applies no change); new connections are refused.
     Stall,
     /// As `Stall`, but syncs are answered: only writes go unanswered.
     StallWrites,
     /// On the connections open when it was set, answers every `getData` of `path` after the
     /// first with the first one's answer (`stale_copy.rs`); new connections pass.
     StaleCopy { path: String },
+}
+
+/// A watch notification (xid -1) in the server→client stream, whose replies begin with the
+/// xid where requests do.
+pub(super) fn is_notification(message: &Message) -> bool {
+    matches!(message, Message::Request { xid: -1, .. })
+}
+
+/// What a stalled server still answers: all but what goes through the leader, and syncs
+/// too when `syncs`.
+pub(super) fn answered_when_stalled(message: &Message, syncs: bool) -> bool {
+    match message {
+        Message::Request { op, .. } => !op::through_the_leader(*op) || (syncs && *op == op::SYNC),
+        Message::Connect | Message::Short => true,
+    }
 }
