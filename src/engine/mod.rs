@@ -89,9 +89,9 @@ pub enum AcquireDecision {
     AlreadyGranted {
         lease_id: LeaseId,
     },
-    /// The current grant is this very call's: an earlier round's write of it landed after
-    /// its lost answer had been read back as not landed (`service::outcome`). It is the
-    /// caller's fresh grant; write nothing.
+    /// The current grant is this very call's (one without a `request_id`): an earlier
+    /// round's write of it landed after its lost answer had been read back as not landed
+    /// (`service::outcome`). It is the caller's fresh grant; write nothing.
     OwnGrantLanded {
         lease_id: LeaseId,
     },
@@ -210,18 +210,6 @@ pub fn decide_acquire(
 ) -> AcquireDecision {
     let clock = now.into();
     let now = clock.now;
-    // Lease ids are unique, so only this call can have written its new lease: a record that
-    // holds it is this call's grant, landed late. Once that lease has run out it is nobody's,
-    // and the call is decided as any other.
-    if current
-        .holder
-        .as_ref()
-        .is_some_and(|h| h.lease_id == Some(new_lease_id) && !h.expires.has_passed(now))
-    {
-        return AcquireDecision::OwnGrantLanded {
-            lease_id: new_lease_id,
-        };
-    }
     if let (Some(holder), Some(request_id)) = (&current.holder, &request.request_id) {
         if holder.request_id.as_deref() == Some(request_id.as_str())
             && holder.owner == request.owner.as_str()
@@ -236,6 +224,21 @@ pub fn decide_acquire(
                 return AcquireDecision::AlreadyGranted { lease_id };
             }
         }
+    }
+    // A new lease is drawn at random for each call without a `request_id`, so only this call
+    // can have written it: a record that holds it is this call's grant, landed late. Once that
+    // lease has run out it is nobody's, and the call is decided as any other. (A call with a
+    // `request_id` derives its lease from it, so its retries share it: such a grant is
+    // recognised above, and answered only after a read that no follower can hold back.)
+    if request.request_id.is_none()
+        && current
+            .holder
+            .as_ref()
+            .is_some_and(|h| h.lease_id == Some(new_lease_id) && !h.expires.has_passed(now))
+    {
+        return AcquireDecision::OwnGrantLanded {
+            lease_id: new_lease_id,
+        };
     }
     if let Some(holder) = request
         .lease_id

@@ -39,11 +39,9 @@ fn its_own_lease_is_recognised_whatever_else_the_call_or_the_record_says() {
     let plain = request("a");
     let mut waits = request("a");
     waits.waiting_ms = Some(5_000);
-    let mut retried = request("a");
-    retried.request_id = Some(RequestId::parse("r1").unwrap());
     let mut high = request("a");
     high.priority = Priority::new(9).unwrap();
-    for req in [plain, waits, retried, high] {
+    for req in [plain, waits, high] {
         let mut record = written_by(&req, lease);
         // Writes after the grant that kept its holder: a mark of waiters and a requestor.
         record.queued = Some(1);
@@ -98,5 +96,20 @@ fn a_renewal_is_decided_on_the_lease_it_names() {
     assert!(
         matches!(decision, AcquireDecision::Reacquire { lease_id, .. } if lease_id == held),
         "{decision:?}"
+    );
+}
+
+/// A call with a `request_id` derives its lease from it, so a retry (on any instance) comes
+/// with the lease of the first call: it is answered as a retry, after a read that no lagging
+/// follower can hold back, never as a grant of its own.
+#[test]
+fn a_retry_with_a_request_id_is_answered_as_a_retry() {
+    let lease = LeaseId::random();
+    let mut req = request("a");
+    req.request_id = Some(RequestId::parse("r1").unwrap());
+    let record = written_by(&req, lease);
+    assert_eq!(
+        decide_acquire(&record, &[], &req, NOW.plus(1), lease),
+        AcquireDecision::AlreadyGranted { lease_id: lease }
     );
 }

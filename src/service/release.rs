@@ -132,10 +132,11 @@ impl LockService {
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let began = Instant::now();
         let mut use_cache = true;
-        // A round's write whose lost answer was read back as not landed. That read may have
-        // gone out on another session than the write (a stand-in, a new session), which is not
-        // ordered after it, so the write may land after all.
-        let mut unsettled = false;
+        // The record whose hold a round's write set out to end, when that write's lost answer
+        // was read back as not landed. That read may have gone out on another session than the
+        // write (a stand-in, a new session), which is not ordered after it, so the write may
+        // land after all.
+        let mut ending: Option<LockRecord> = None;
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
@@ -148,15 +149,20 @@ impl LockService {
             } = self
                 .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
                 .await?;
+            // Once a fresh read shows that hold gone, it has ended as the call asked, whoever
+            // ended it, as `outcome::landed` judges a lost answer. Deciding again would refuse
+            // a release (the lock held by the waiter it went to), or force-release that waiter
+            // too.
+            if let Some(ended) = ending
+                .as_ref()
+                .filter(|e| !cached && !same_hold(e, &record))
+            {
+                return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
+            }
             let decision = decide(&record, &queue, now);
             let stored = match (&decision, stored) {
                 // A cached record is only good for a conditional write: check anything else.
                 (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if cached => continue,
-                // The lease is gone, as after a write that landed (`outcome::landed`): what
-                // was asked is done, whoever ended it.
-                (ReleaseDecision::NotOwner, _) if unsettled => {
-                    return Ok((snapshot(name, &record, &queue, now), None))
-                }
                 (ReleaseDecision::NotOwner, _) => {
                     return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }
@@ -254,7 +260,7 @@ impl LockService {
                         // Gone: freed and already collected, so the release landed.
                         None if to.is_none() => Some((LockRecord::default(), Version::plain(-1))),
                         _ => {
-                            unsettled = true;
+                            ending = Some(record.clone());
                             None
                         }
                     }
@@ -323,4 +329,16 @@ impl LockService {
             }
         }
     }
+}
+
+/// Whether `now` shows the hold `was` showed: the same holder under the same grant (its
+/// fencing token, which renewals keep).
+fn same_hold(was: &LockRecord, now: &LockRecord) -> bool {
+    let hold = |record: &LockRecord| {
+        record
+            .holder
+            .as_ref()
+            .map(|h| (h.owner.clone(), h.fencing_token))
+    };
+    hold(was) == hold(now)
 }

@@ -38,6 +38,7 @@ struct Shared {
     fired_at: Mutex<Option<Instant>>,
     delivered: AtomicBool,
     resumed: AtomicBool,
+    read_first: AtomicBool,
 }
 
 impl Shared {
@@ -70,6 +71,7 @@ impl LateWrite {
             fired_at: Mutex::new(None),
             delivered: AtomicBool::new(false),
             resumed: AtomicBool::new(false),
+            read_first: AtomicBool::new(false),
         });
         let listener = TcpListener::from_std(listener).expect("a tokio listener");
         let accept = tokio::spawn(accept_loop(listener, shared.clone())).abort_handle();
@@ -92,6 +94,12 @@ impl LateWrite {
     /// Whether the held request has been sent on to the server.
     pub fn delivered(&self) -> bool {
         self.shared.delivered.load(Ordering::SeqCst)
+    }
+
+    /// Whether a fresh session read a record (a `getData`) before the held request was sent
+    /// on: what the settling read of a lost answer does on a stand-in.
+    pub fn read_first(&self) -> bool {
+        self.shared.read_first.load(Ordering::SeqCst)
     }
 
     /// Whether a session resumed through the proxy after it fired (the window over).
@@ -167,6 +175,9 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
             // Long enough for the server to have read it before it sees the close.
             tokio::time::sleep(Duration::from_millis(300)).await;
             return;
+        }
+        if kind == op::GET_DATA && fresh_after_firing && !shared.delivered.load(Ordering::SeqCst) {
+            shared.read_first.store(true, Ordering::SeqCst);
         }
         if kind == op::MULTI && fresh_after_firing && shared.within_window() {
             tokio::time::sleep(shared.fresh_delay).await;

@@ -87,14 +87,19 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args
 }
 
+/// The admin token of [`service_behind`]'s instances.
+pub const ADMIN_BEHIND: &str = "admin-behind";
+
 /// An instance on the shared server whose ZooKeeper is reached through `proxy`, with 10-s
 /// sessions (zookeeper-client calls a silent connection lost after 4 s) and a warm session:
-/// its lock root made, so a fresh lock's first request is its record's create.
+/// its lock root made, so a fresh lock's first request is its record's create. Its admin
+/// token is [`ADMIN_BEHIND`].
 pub async fn service_behind(proxy: std::net::SocketAddr, store_timeout_ms: u64) -> Service {
     let mut args = zk_args(zk::shared(), &unique_root());
     args.zk = Some(proxy.to_string());
     args.zk_session_timeout_ms = 10_000;
     args.store_timeout_ms = store_timeout_ms;
+    args.admin_token = Some(ADMIN_BEHIND.into());
     // Covers 2 store timeouts and 1.5 session timeouts, as the service requires.
     args.gc_delay_ms = 2 * store_timeout_ms + 18_000;
     let svc = Service::start(args).await;
