@@ -24,7 +24,8 @@ use common::framing::op;
 use common::late_write::LateWrite;
 use common::{service_behind, waiting, zk, Service, ADMIN_BEHIND};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
 
 /// How long the write is held: the stand-in connects and reads well within it.
 const HOLD: Duration = Duration::from_millis(1500);
@@ -42,18 +43,46 @@ async fn behind_late_write() -> (LateWrite, Arc<Service>) {
     (proxy, svc)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_that_lands_after_its_read_back_is_the_callers() {
-    let (proxy, svc) = behind_late_write().await;
+/// Runs `call` with the proxy armed: its first write is held, and lands after the stand-in
+/// read the record.
+async fn landing_late<F>(proxy: &LateWrite, call: F) -> (StatusCode, Value)
+where
+    F: std::future::Future<Output = (StatusCode, Value)>,
+{
     proxy.arm();
-    let (status, granted) = svc
-        .acquire("landed-late", json!({"owner": "late", "lease_ms": 60_000}))
-        .await;
+    let answer = call.await;
     assert!(proxy.delivered(), "the held write went to the server");
     assert!(
         proxy.read_first(),
         "the stand-in read the record before it landed"
     );
+    answer
+}
+
+/// `name` held by "first" (its grant returned), and "next" queued for it.
+async fn held_with_a_waiter(
+    svc: &Arc<Service>,
+    name: &str,
+) -> (Value, JoinHandle<(StatusCode, Value)>) {
+    let held = svc.must_acquire(name, "first", 60_000).await;
+    let waiter = waiting::queued(svc, name, "next");
+    svc.wait_for_waiters(name, 1).await;
+    (held, waiter)
+}
+
+/// The waiter was handed the lock, and holds it.
+async fn the_waiter_holds(svc: &Service, name: &str, waiter: JoinHandle<(StatusCode, Value)>) {
+    let granted = waiting::granted(waiter, "next").await;
+    let info = svc.info(name).await;
+    assert_eq!(info["owner"], "next", "the waiter keeps the lock: {info}");
+    assert_eq!(info["fencing_token"], granted["fencing_token"], "{info}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_lands_after_its_read_back_is_the_callers() {
+    let (proxy, svc) = behind_late_write().await;
+    let body = json!({"owner": "late", "lease_ms": 60_000});
+    let (status, granted) = landing_late(&proxy, svc.acquire("landed-late", body)).await;
     assert_eq!(status, StatusCode::OK, "{granted}");
     let info = svc.info("landed-late").await;
     assert_eq!(info["owner"], "late", "{info}");
@@ -70,43 +99,19 @@ async fn a_grant_that_lands_after_its_read_back_is_the_callers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_off_that_lands_after_its_read_back_is_a_release() {
     let (proxy, svc) = behind_late_write().await;
-    let held = svc.must_acquire("handed-late", "first", 60_000).await;
-    let waiter = waiting::queued(&svc, "handed-late", "next");
-    svc.wait_for_waiters("handed-late", 1).await;
-    proxy.arm();
-    let (status, released) = svc
-        .release("handed-late", held["lease_id"].as_str().unwrap())
-        .await;
-    assert!(proxy.delivered(), "the held write went to the server");
-    assert!(
-        proxy.read_first(),
-        "the stand-in read the record before it landed"
-    );
+    let (held, waiter) = held_with_a_waiter(&svc, "handed-late").await;
+    let lease = held["lease_id"].as_str().unwrap();
+    let (status, released) = landing_late(&proxy, svc.release("handed-late", lease)).await;
     assert_eq!(status, StatusCode::OK, "{released}");
-    let granted = waiting::granted(waiter, "next").await;
-    let info = svc.info("handed-late").await;
-    assert_eq!(info["owner"], "next", "{info}");
-    assert_eq!(info["fencing_token"], granted["fencing_token"], "{info}");
+    the_waiter_holds(&svc, "handed-late", waiter).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_hand_off_that_lands_after_its_read_back_ends_one_hold() {
     let (proxy, svc) = behind_late_write().await;
-    svc.must_acquire("forced-late", "first", 60_000).await;
-    let waiter = waiting::queued(&svc, "forced-late", "next");
-    svc.wait_for_waiters("forced-late", 1).await;
-    proxy.arm();
-    let (status, forced) = svc
-        .send("DELETE", "/v1/locks/forced-late", None, Some(ADMIN_BEHIND))
-        .await;
-    assert!(proxy.delivered(), "the held write went to the server");
-    assert!(
-        proxy.read_first(),
-        "the stand-in read the record before it landed"
-    );
+    let (_, waiter) = held_with_a_waiter(&svc, "forced-late").await;
+    let force = svc.send("DELETE", "/v1/locks/forced-late", None, Some(ADMIN_BEHIND));
+    let (status, forced) = landing_late(&proxy, force).await;
     assert_eq!(status, StatusCode::OK, "{forced}");
-    let granted = waiting::granted(waiter, "next").await;
-    let info = svc.info("forced-late").await;
-    assert_eq!(info["owner"], "next", "the waiter keeps the lock: {info}");
-    assert_eq!(info["fencing_token"], granted["fencing_token"], "{info}");
+    the_waiter_holds(&svc, "forced-late", waiter).await;
 }

@@ -127,6 +127,18 @@ impl LockRecord {
     }
 }
 
+impl Holder {
+    /// Whether `other` is the same grant: the same lease, or (for Helix's records, which
+    /// have no leases) the same owner and fencing token. Renewals keep both.
+    pub fn same_grant(&self, other: &Holder) -> bool {
+        match (self.lease_id, other.lease_id) {
+            (Some(x), Some(y)) => x == y,
+            (None, None) => self.owner == other.owner && self.fencing_token == other.fencing_token,
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 impl Holder {
     /// For tests: `owner` holding for ever, with every optional field empty.

@@ -12,7 +12,8 @@
 //! only one of the two lands; what keeps the caller's answer true is that every later round
 //! recognises the write once it has landed, by what only it could have done: an acquire
 //! finds its own new lease holding the lock (`AcquireDecision::OwnGrantLanded`), a waiter its
-//! own lease (`WaitDecision::Granted`), and a release finds its lease gone (`let_go`).
+//! own lease (`WaitDecision::Granted`), and a release or force release finds the grant it
+//! set out to end gone (`let_go`).
 
 use tracing::warn;
 

@@ -153,10 +153,11 @@ impl LockService {
             // ended it, as `outcome::landed` judges a lost answer. Deciding again would refuse
             // a release (the lock held by the waiter it went to), or force-release that waiter
             // too.
-            if let Some(ended) = ending
-                .as_ref()
-                .filter(|e| !cached && !same_hold(e, &record))
-            {
+            let held_still = |ended: &LockRecord| match (&ended.holder, &record.holder) {
+                (Some(was), Some(now)) => was.same_grant(now),
+                _ => false,
+            };
+            if let Some(ended) = ending.as_ref().filter(|e| !cached && !held_still(e)) {
                 return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
             }
             let decision = decide(&record, &queue, now);
@@ -329,16 +330,4 @@ impl LockService {
             }
         }
     }
-}
-
-/// Whether `now` shows the hold `was` showed: the same holder under the same grant (its
-/// fencing token, which renewals keep).
-fn same_hold(was: &LockRecord, now: &LockRecord) -> bool {
-    let hold = |record: &LockRecord| {
-        record
-            .holder
-            .as_ref()
-            .map(|h| (h.owner.clone(), h.fencing_token))
-    };
-    hold(was) == hold(now)
 }

@@ -52,16 +52,6 @@ impl EventType {
     }
 }
 
-/// True when `a` and `b` are the same grant: the same lease, or (for Helix's records, which
-/// have no leases) the same owner and fencing token.
-fn same_grant(a: &Holder, b: &Holder) -> bool {
-    match (a.lease_id, b.lease_id) {
-        (Some(x), Some(y)) => x == y,
-        (None, None) => a.owner == b.owner && a.fencing_token == b.fencing_token,
-        _ => false,
-    }
-}
-
 /// The events that the change from `before` to `after` makes, in order; `several` says
 /// that more than one write came between them.
 pub fn classify(
@@ -80,7 +70,7 @@ pub fn classify(
             _ => vec![],
         },
         (None, Some(_)) => vec![Acquired],
-        (Some(old), Some(new)) if same_grant(old, new) => {
+        (Some(old), Some(new)) if old.same_grant(new) => {
             let mut events = Vec::new();
             if old.expires != new.expires || old.lease_ms != new.lease_ms {
                 events.push(Renewed);

@@ -101,8 +101,8 @@ async fn run(feed: Weak<Feed>, mut clients: watch::Receiver<Option<zk::Client>>,
                 continue;
             }
         };
-        let watched = (locks, state, client.session_id());
-        if !forward(&feed, watched, &mut clients, &roots).await {
+        let session = client.session_id();
+        if !forward(&feed, locks, state, session, &mut clients, &roots).await {
             return;
         }
     }
@@ -114,7 +114,9 @@ async fn run(feed: Weak<Feed>, mut clients: watch::Receiver<Option<zk::Client>>,
 /// writes reports no changes either: the watches must move to the new session at once.
 async fn forward(
     feed: &Weak<Feed>,
-    (mut locks, mut state, session): (zk::PersistentWatcher, zk::PersistentWatcher, zk::SessionId),
+    mut locks: zk::PersistentWatcher,
+    mut state: zk::PersistentWatcher,
+    session: zk::SessionId,
     clients: &mut watch::Receiver<Option<zk::Client>>,
     roots: &Roots,
 ) -> bool {
