@@ -208,7 +208,12 @@ fn a_lost_lease_is_found() {
     };
     let report = run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew(300)]);
     only(&report, Check::LostLease, 1);
-    assert!(report.violations[0].message.contains("709 ms before"));
+    assert!(report.violations[0].message.contains("704 ms before"));
+    // Invoked well before the end, but answered after it: decided after a takeover, maybe.
+    let slow = Op::new(1, 0, L, Call::renew("lease-a"))
+        .at(T + 600, T + 1800)
+        .refused(409, "not_owner");
+    assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), slow]).is_clean());
     // Past the known end, or within the margin, a refusal is fine (lazy expiry is no promise).
     assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew(1100)]).is_clean());
     let margin = CheckConfig {
@@ -219,6 +224,61 @@ fn a_lost_lease_is_found() {
     // An unacknowledged renew says nothing.
     let unknown = renew(300).unknown();
     assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), unknown]).is_clean());
+}
+
+/// Every instance waits `max_skew_ms` past a lease's end on its own clock before it takes
+/// the lease over; the one whose clock runs furthest ahead of the clock that wrote the expiry
+/// comes first. CI's chaos run: instance 1, 5 s behind, wrote a lease that the others could
+/// take 500 ms after its end, and a renew slowed by the faults was answered after that.
+#[test]
+fn a_refusal_is_judged_against_the_first_possible_takeover() {
+    let skew = |offsets: Vec<i64>| CheckConfig {
+        max_skew_ms: 5500,
+        ..CheckConfig::with_offsets(offsets)
+    };
+    let renew = |done: i64| {
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 900, T + done)
+            .refused(409, "not_owner")
+    };
+    // Written by instance 0; instance 1 runs 5 s ahead: taken over from t+1509 at the
+    // earliest. (Instance 1 takes part in the history, so its clock counts.)
+    let on_one = Op::new(3, 1, L, Call::validate(10))
+        .at(T + 50, T + 60)
+        .current(true);
+    let ahead = skew(vec![0, 5000]);
+    let history = |done| {
+        vec![
+            grant(1, 0, "lease-a", 10, 0, 10),
+            on_one.clone(),
+            renew(done),
+        ]
+    };
+    let report = run_with(history(1300), &ahead);
+    only(&report, Check::LostLease, 1);
+    assert!(report.violations[0].message.contains("209 ms before"));
+    assert!(run_with(history(1600), &ahead).is_clean());
+    // Without a clock ahead of the writer's, the lease is safe for 5.5 s past its end.
+    let history = |done| vec![grant(1, 0, "lease-a", 10, 0, 10), renew(done)];
+    only(
+        &run_with(history(3000), &skew(vec![0])),
+        Check::LostLease,
+        1,
+    );
+    // Written by instance 1, 5 s behind (its expires_at T+1009-5000 is T+1009 here): the
+    // others take it over from t+1509.
+    let mut behind =
+        acquire(1, 0, 1000)
+            .at(T, T + 10)
+            .granted("lease-a", 10, T + 9 - 5000, T + 1009 - 5000);
+    behind.instance = 1;
+    let history = |done| vec![behind.clone(), renew(done)];
+    only(
+        &run_with(history(1300), &skew(vec![0, -5000])),
+        Check::LostLease,
+        1,
+    );
+    assert!(run_with(history(1600), &skew(vec![0, -5000])).is_clean());
 }
 
 #[test]

@@ -9,6 +9,9 @@
 //! A call still ends: its rounds end within three store timeouts of its start, so a server
 //! that answers reads but no write gets a `503` within four.
 //!
+//! And a renew sent shortly before its lease's end is decided after it, so a waiter may take
+//! the lease first: that is the lazy expiry the service promises, never an early takeover.
+//!
 //! On a real ZooKeeper: instance `slow` reaches it through a proxy that delays every answer,
 //! instance `quick` directly.
 
@@ -20,7 +23,7 @@ use std::time::Duration;
 use common::proxy::{Mode, Proxy};
 use common::{unique_root, zk, zk_args, zk_client, Service};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use zookeeper_client::{Acls, CreateMode};
 
 const LATE: Duration = Duration::from_millis(400);
@@ -120,4 +123,58 @@ async fn a_call_whose_writes_go_unanswered_ends_within_four_store_timeouts() {
         "answered within four store timeouts (and a margin): took {took:?}"
     );
     eprintln!("503 after {took:?}");
+}
+
+fn unix_ms(rfc3339: &Value) -> i64 {
+    let at = time::OffsetDateTime::parse(
+        rfc3339.as_str().expect("a time"),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    (at.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// The race that CI's chaos run met (SlowReplies): a renew sent 300 ms before its lease's
+/// end, through a server whose answers come 400 ms late, is decided after that end, when a
+/// waiter on another instance has taken the expired lease. The renew is refused, and that is
+/// lazy expiry doing its job: the taker was granted at or after the old end, never before.
+/// (Should the renew win instead, the lease lives on and the waiter still waits.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renew_slowed_past_its_lease_s_end_loses_only_to_a_taker_after_that_end() {
+    let proxy = proxy();
+    let (slow, quick) = slow_and_quick(&proxy).await;
+    let held = slow.must_acquire("edge", "holder", 2_000).await;
+    let end = unix_ms(&held["lock"]["expires_at"]);
+    let waiter = {
+        let quick = quick.clone();
+        tokio::spawn(async move {
+            let body = json!({"owner": "taker", "lease_ms": 60_000, "waiting_ms": 20_000});
+            quick.acquire("edge", body).await
+        })
+    };
+    quick.wait_for_waiters("edge", 1).await;
+    proxy.set_mode(Mode::DelayReplies(LATE));
+    let renew_at = end - 300;
+    let now = lockwarden::model::UnixMillis::now().0;
+    assert!(now < renew_at, "set up {} ms too late", now - renew_at);
+    tokio::time::sleep(Duration::from_millis((renew_at - now) as u64)).await;
+    let body = json!({"lease_id": held["lease_id"], "lease_ms": 60_000});
+    let (status, renewed) = slow.renew("edge", body).await;
+    eprintln!("renew sent 300 ms before the end: {status} {renewed}");
+    if status == StatusCode::OK {
+        assert_eq!(quick.info("edge").await["owner"], "holder");
+        waiter.abort();
+        return;
+    }
+    assert_eq!(status, StatusCode::CONFLICT, "{renewed}");
+    assert_eq!(renewed["error"]["code"], "not_owner", "{renewed}");
+    let (status, taken) = waiter.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    let granted = unix_ms(&taken["lock"]["acquired_at"]);
+    eprintln!("the taker was granted {} ms after the end", granted - end);
+    assert!(
+        granted >= end,
+        "the taker was granted {} ms before the lease's end",
+        end - granted
+    );
 }

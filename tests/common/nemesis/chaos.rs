@@ -129,6 +129,7 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         &CheckConfig {
             tolerance_ms: 50,
             renew_margin_ms: 200,
+            max_skew_ms: super::MAX_SKEW_MS as i64,
             ..CheckConfig::with_offsets(cluster.offsets.clone())
         },
     );

@@ -38,8 +38,12 @@ pub struct CheckConfig {
     pub offsets: Vec<i64>,
     /// Slack for clock readings: an overlap or staleness must exceed it to count.
     pub tolerance_ms: i64,
-    /// A refused renew counts as a lost lease only if invoked this long before the end.
+    /// A refused renew counts as a lost lease only if answered this long before the lease
+    /// could first be taken over.
     pub renew_margin_ms: i64,
+    /// The services' `--max-clock-skew-ms`: an instance takes a lease over only once it has
+    /// been over this long on its own clock.
+    pub max_skew_ms: i64,
     /// How long after its client gave up an unknown-outcome call may still take effect.
     pub unknown_window_ms: i64,
 }
@@ -50,6 +54,7 @@ impl Default for CheckConfig {
             offsets: Vec::new(),
             tolerance_ms: 0,
             renew_margin_ms: 0,
+            max_skew_ms: 0,
             unknown_window_ms: 10_000,
         }
     }
@@ -75,27 +80,37 @@ struct Lease<'h> {
     token: u64,
     priority: u32,
     /// The grant, then each acknowledged renew or re-acquire, by invoke time, with the
-    /// expiry it set (test clock).
-    updates: Vec<(&'h Op, i64)>,
+    /// expiry it set.
+    updates: Vec<Update<'h>>,
     /// The first release call for this lease (any outcome).
     release: Option<&'h Op>,
 }
 
+/// An op that set a lease's expiry.
+#[derive(Clone, Copy)]
+struct Update<'h> {
+    op: &'h Op,
+    /// The expiry it set (test clock).
+    expiry: i64,
+    /// The offset of the clock that expiry was written on (see [`CheckConfig::offsets`]).
+    clock: i64,
+}
+
 impl<'h> Lease<'h> {
-    /// The expiry of the last acknowledged update invoked before `before` (test clock).
-    fn known_expiry(&self, before: i64) -> (i64, &'h Op) {
+    /// The last acknowledged update completed before `before` (test clock).
+    fn known_expiry(&self, before: i64) -> Update<'h> {
         let mut known = self.updates[0];
-        for &(op, expiry) in &self.updates[1..] {
-            if op.complete_ms <= before {
-                known = (op, expiry);
+        for &update in &self.updates[1..] {
+            if update.op.complete_ms <= before {
+                known = update;
             }
         }
-        (known.1, known.0)
+        known
     }
 
     /// When the lease ended at the latest, and the op that says so.
     fn end(&self) -> (i64, &'h Op) {
-        let &(op, expiry) = self.updates.last().unwrap();
+        let &Update { op, expiry, .. } = self.updates.last().unwrap();
         match self.release {
             Some(release) if release.invoke_ms < expiry => (release.invoke_ms, release),
             _ => (expiry, op),
@@ -246,13 +261,18 @@ impl<'h> Checker<'h> {
                     );
                     self.violation(Check::RegrantedLease, &[first, op], message);
                 } else if let Some(expires) = o.expires_at {
-                    let expiry = expires - self.config.offset(op.instance);
-                    leases[index].updates.push((op, expiry));
+                    let clock = self.config.offset(op.instance);
+                    leases[index].updates.push(Update {
+                        op,
+                        expiry: expires - clock,
+                        clock,
+                    });
                 }
                 continue;
             }
+            let clock = self.grant_offset(op);
             let expiry = match o.expires_at {
-                Some(expires) => expires - self.grant_offset(op),
+                Some(expires) => expires - clock,
                 None => {
                     let note = format!("no expires_at in {}", self.op(op));
                     self.notes.push(note);
@@ -265,7 +285,7 @@ impl<'h> Checker<'h> {
                 lease_id,
                 token,
                 priority: *priority,
-                updates: vec![(op, expiry)],
+                updates: vec![Update { op, expiry, clock }],
                 release: None,
             });
         }
@@ -283,8 +303,12 @@ impl<'h> Checker<'h> {
             match &op.call {
                 Call::Renew { .. } if op.outcome.is_ok() => match op.outcome.expires_at {
                     Some(expires) => {
-                        let expiry = expires - self.config.offset(op.instance);
-                        lease.updates.push((op, expiry));
+                        let clock = self.config.offset(op.instance);
+                        lease.updates.push(Update {
+                            op,
+                            expiry: expires - clock,
+                            clock,
+                        });
                     }
                     None => self
                         .notes
@@ -295,7 +319,7 @@ impl<'h> Checker<'h> {
             }
         }
         for mut lease in leases {
-            lease.updates[1..].sort_by_key(|(op, _)| (op.invoke_ms, op.id));
+            lease.updates[1..].sort_by_key(|u| (u.op.invoke_ms, u.op.id));
             self.leases
                 .entry(&lease.grant.lock)
                 .or_default()

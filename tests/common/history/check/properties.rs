@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::super::{short, Call};
-use super::{Check, Checker, Lease};
+use super::{Check, Checker, Lease, Update};
 
 impl<'h> Checker<'h> {
     /// Check 1.
@@ -93,7 +93,7 @@ impl<'h> Checker<'h> {
             }
         }
         for lease in self.leases.values().flatten() {
-            for &(op, _) in &lease.updates[1..] {
+            for &Update { op, .. } in &lease.updates[1..] {
                 if let Some(token) = op.outcome.fencing_token.filter(|&t| t != lease.token) {
                     found.push((
                         vec![lease.grant, op],
@@ -165,9 +165,18 @@ impl<'h> Checker<'h> {
         }
     }
 
-    /// Check 4.
+    /// Check 4. A renew is refused on a read made at some time in its call, so a refusal
+    /// shows a lease taken early only if it was answered before the lease could first be
+    /// taken over: its known end, plus the time every instance waits on its own clock
+    /// (`max_skew_ms`), less how far the clock furthest ahead runs ahead of the one that
+    /// wrote the expiry. A renew still in flight then (one slowed by the store) may have
+    /// been decided after a waiter took the expired lease, as lazy expiry allows.
     pub(super) fn lost_leases(&mut self) {
         let margin = self.config.renew_margin_ms;
+        let furthest_ahead = (self.history.ops.iter())
+            .map(|op| self.config.offset(op.instance))
+            .max()
+            .unwrap_or(0);
         let mut found = Vec::new();
         let by_id: HashMap<(&str, &str), &Lease> = self
             .leases
@@ -187,8 +196,10 @@ impl<'h> Checker<'h> {
             {
                 continue;
             }
-            let (known_end, set_by) = lease.known_expiry(op.invoke_ms);
-            if op.invoke_ms >= known_end - margin {
+            let known = lease.known_expiry(op.invoke_ms);
+            let waited = self.config.max_skew_ms + known.clock - furthest_ahead;
+            let first_takeover = known.expiry + waited.max(0);
+            if op.complete_ms >= first_takeover - margin {
                 continue;
             }
             if self.excuse(lease, op.complete_ms, None).is_some() {
@@ -197,12 +208,15 @@ impl<'h> Checker<'h> {
             found.push((
                 vec![lease.grant, op],
                 format!(
-                    "{} was refused {} ms before the lease's known end t+{} (set by #{}), \
-                     granted by {}, with no preemption or force release of {} in between",
+                    "{} was refused, answered {} ms before the lease could first be taken over \
+                     at t+{} (its known end t+{}, set by #{} on a clock {} ms off), granted by \
+                     {}, with no preemption or force release of {} in between",
                     self.op(op),
-                    known_end - op.invoke_ms,
-                    self.t(known_end),
-                    set_by.id,
+                    first_takeover - op.complete_ms,
+                    self.t(first_takeover),
+                    self.t(known.expiry),
+                    known.op.id,
+                    known.clock,
                     self.op(lease.grant),
                     op.lock
                 ),

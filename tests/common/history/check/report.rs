@@ -17,8 +17,8 @@ pub enum Check {
     /// 3. A validate answered `current: true` for a token after a grant with a higher
     ///    token had completed, or after the token's own release was acknowledged.
     StaleValidate,
-    /// 4. A renew invoked before the lease's known end was refused (`409`), with no
-    ///    preemption or force release that could explain it.
+    /// 4. A renew was refused (`409`) and answered before its lease could first be taken
+    ///    over, with no preemption or force release that could explain it.
     LostLease,
     /// 5. One `lease_id` returned to two acquires that are not the same request.
     RegrantedLease,
