@@ -11,6 +11,10 @@
 //! hand-off landed, and the force release went on to force the waiter it had handed the lock
 //! to out as well.
 //!
+//! A call that does not get to see its write land (its caller left, or its rounds ran out)
+//! has its possible grant undone by a guard, which must keep looking for as long as the
+//! write may still land (`service::leaving::UndoGrant`).
+//!
 //! On a real ZooKeeper behind `common::late_write`: the first `multi` after arming is held
 //! for `HOLD` while its client's connection is closed; the instance's stand-in reads the
 //! record before the held write lands, and its own write reaches the server after it.
@@ -114,4 +118,44 @@ async fn a_forced_hand_off_that_lands_after_its_read_back_ends_one_hold() {
     let (status, forced) = landing_late(&proxy, force).await;
     assert_eq!(status, StatusCode::OK, "{forced}");
     the_waiter_holds(&svc, "forced-late", waiter).await;
+}
+
+/// A caller that goes away while its grant is on its way: the call's guard undoes whatever
+/// it may have granted. No session serves the instance until the caller has gone (so the
+/// call writes nothing more), and the grant lands after the guard's first read: the guard
+/// must look again until no write of the call can still land, or the lock sits held by a
+/// lease nobody knows until it runs out (60 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_lands_after_its_caller_left_is_undone() {
+    let (proxy, svc) = behind_late_write().await;
+    proxy.refuse_fresh_for(Duration::from_millis(800));
+    let impatient = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    proxy.arm();
+    let gone = impatient
+        .post(format!("{}/v1/locks/undone-late/acquire", svc.base))
+        .json(&json!({"owner": "gone", "lease_ms": 60_000}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the caller left before the answer: {gone:?}");
+    assert!(
+        !proxy.delivered(),
+        "the caller left before its grant landed"
+    );
+    common::eventually(Duration::from_secs(10), "the held write landed", || async {
+        proxy.delivered()
+    })
+    .await;
+    // The grant created the record; it is there, and free again long before the lease ends.
+    let zk = common::zk_client(zk::shared()).await;
+    let path = format!("{}/locks/undone-late", svc.root);
+    common::eventually(Duration::from_secs(14), "the late grant undone", || async {
+        let exists = zk.check_stat(&path).await.unwrap().is_some();
+        let (status, info) = svc.get("/v1/locks/undone-late").await;
+        exists && status == StatusCode::OK && info["state"] == "free"
+    })
+    .await;
 }

@@ -49,14 +49,14 @@ impl LockService {
                 lease: new_lease,
                 lease_ms: request.lease_ms,
                 armed: true,
+                sent_grant: false,
             };
-            let mut sent_grant = false;
             let immediate = self
-                .acquire_now(&name, &request, new_lease, &mut sent_grant)
+                .acquire_now(&name, &request, new_lease, &mut guard.sent_grant)
                 .await;
             // A call that failed on the store after sending a grant may have lost its answer:
             // the caller never learns its lease, so the guard stays armed and undoes it.
-            guard.armed = sent_grant
+            guard.armed = guard.sent_grant
                 && matches!(
                     immediate,
                     Immediate::Done(Err(ServiceError::StoreUnavailable(_)))

@@ -21,22 +21,32 @@ use crate::waiter::{Ticket, Waiter};
 /// away mid-call, or the call failed after a write whose answer was lost (the grant may
 /// have landed). It reads with `sync` until the store answers, for as long as the lease
 /// could last, so a lease is never left held by nobody while the store is briefly away.
+///
+/// A lost write may also land *after* such a read: a server can apply a request it took in
+/// before its connection broke, and a read on a stand-in or new session is not ordered
+/// after it. So a read that finds the lease not holding the lock is not the end: the guard
+/// looks again until every write the call sent has landed or never will (the collector's
+/// delay, which `ServeArgs::check` makes longer than that window), or the lease has run out.
+/// A call that sent no grant has nothing to undo.
 pub(super) struct UndoGrant {
     pub(super) service: Arc<LockService>,
     pub(super) name: LockName,
     pub(super) lease: LeaseId,
     pub(super) lease_ms: u64,
     pub(super) armed: bool,
+    /// Whether the call has sent a write granting `lease`.
+    pub(super) sent_grant: bool,
 }
 
 impl Drop for UndoGrant {
     fn drop(&mut self) {
-        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+        if !self.armed || !self.sent_grant || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         let (service, name, lease) = (self.service.clone(), self.name.clone(), self.lease);
         let give_up = Instant::now()
             + Duration::from_millis(self.lease_ms.saturating_add(service.max_clock_skew_ms));
+        let settled = Instant::now() + service.landing_window;
         tokio::spawn(async move {
             let mut pause = Duration::from_millis(100);
             while Instant::now() < give_up {
@@ -53,7 +63,7 @@ impl Drop for UndoGrant {
                             debug!(lock = %name, %error, "could not undo a grant yet; trying again")
                         }
                     }
-                } else {
+                } else if Instant::now() >= settled {
                     return;
                 }
                 tokio::time::sleep(pause).await;

@@ -133,6 +133,9 @@ pub struct LockService {
     head_grace: Duration,
     collector: gc::Collector,
     max_clock_skew_ms: u64,
+    /// How long after it was sent a write lands, if ever: the collector's delay, which
+    /// `ServeArgs::check` makes longer than that (see `gc`).
+    landing_window: Duration,
     max_waiters_per_lock: usize,
     /// One permit per call that waits in a queue on this instance.
     waiting_calls: Arc<tokio::sync::Semaphore>,
@@ -222,6 +225,7 @@ impl LockService {
         LockService {
             collector: gc::Collector::start(store.clone(), gc_timing),
             max_clock_skew_ms: timing.max_clock_skew_ms,
+            landing_window: timing.gc_delay,
             max_waiters_per_lock: timing.max_waiters_per_lock,
             waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
             max_waiting_calls: timing.max_waiting_calls,

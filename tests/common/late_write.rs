@@ -9,10 +9,11 @@
 //! closed at once; a resumed session would make the server drop the held request), so the
 //! instance serves through a fresh session, its stand-in; and the `multi`s of fresh
 //! sessions reach the server `fresh_delay` late, so that a write sent on the stand-in after
-//! its reads goes in after the held one.
+//! its reads goes in after the held one. Fresh sessions can also be kept out for a while
+//! after firing (`refuse_fresh_for`), so that nothing serves the instance then.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,8 @@ struct Shared {
     hold: Duration,
     fresh_delay: Duration,
     window: Duration,
+    /// How long after firing fresh sessions are refused, in ms.
+    fresh_refused_ms: AtomicU64,
     armed: AtomicBool,
     fired_at: Mutex<Option<Instant>>,
     delivered: AtomicBool,
@@ -43,8 +46,12 @@ struct Shared {
 
 impl Shared {
     fn within_window(&self) -> bool {
+        self.fired_within(self.window)
+    }
+
+    fn fired_within(&self, span: Duration) -> bool {
         let fired = *self.fired_at.lock().unwrap();
-        fired.is_some_and(|at| at.elapsed() < self.window)
+        fired.is_some_and(|at| at.elapsed() < span)
     }
 }
 
@@ -67,6 +74,7 @@ impl LateWrite {
             hold,
             fresh_delay,
             window,
+            fresh_refused_ms: AtomicU64::new(0),
             armed: AtomicBool::new(false),
             fired_at: Mutex::new(None),
             delivered: AtomicBool::new(false),
@@ -89,6 +97,12 @@ impl LateWrite {
     /// The next request of one of its types is held and its connection closed.
     pub fn arm(&self) {
         self.shared.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// For `span` after firing, connections that open a fresh session are closed at once.
+    pub fn refuse_fresh_for(&self, span: Duration) {
+        let ms = span.as_millis() as u64;
+        self.shared.fresh_refused_ms.store(ms, Ordering::SeqCst);
     }
 
     /// Whether the held request has been sent on to the server.
@@ -147,6 +161,10 @@ async fn relay(client: TcpStream, shared: Arc<Shared>) {
         .get(20..28)
         .map_or(0, |b| i64::from_be_bytes(b.try_into().unwrap()));
     if session != 0 && shared.within_window() {
+        return;
+    }
+    let fresh_refused = Duration::from_millis(shared.fresh_refused_ms.load(Ordering::SeqCst));
+    if session == 0 && shared.fired_within(fresh_refused) {
         return;
     }
     let fired = shared.fired_at.lock().unwrap().is_some();
