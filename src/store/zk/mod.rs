@@ -140,21 +140,6 @@ impl ZkStore {
             .map_err(|_| NoAnswer::TimedOut(late))
     }
 
-    /// Runs a read; `None` when the node does not exist.
-    async fn read_node<T>(
-        &self,
-        op: ZkOp,
-        deadline: Instant,
-        call: impl Future<Output = Result<T, zk::Error>>,
-    ) -> Result<Option<T>, StoreError> {
-        match self.within(op, deadline, call).await {
-            Ok(Ok(found)) => Ok(Some(found)),
-            Ok(Err(zk::Error::NoNode)) => Ok(None),
-            Ok(Err(e)) => Err(self.read_failed(Ok(e))),
-            Err(e) => Err(self.read_failed(Err(e))),
-        }
-    }
-
     /// Maps a failed read. Session-level errors make the supervisor look at the session.
     fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
         self.metrics.error(error_kind(&failure));

@@ -34,16 +34,16 @@ impl ZkStore {
         name: &LockName,
         deadline: Instant,
     ) -> Result<Vec<Waiter>, StoreError> {
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.read_failed(Err(e)))?;
         let dir = self.queue_dir(name);
-        let children = self
-            .read_node(ZkOp::GetChildren, deadline, client.list_children(&dir))
-            .await?
-            .unwrap_or_default();
-        Ok(queue_of(&children))
+        let read = || async {
+            let client = (self.client(deadline).await).map_err(|e| self.read_failure(Err(e)))?;
+            let list = client.list_children(&dir);
+            let children = self
+                .read_node_once(ZkOp::GetChildren, deadline, list)
+                .await?;
+            Ok(queue_of(&children.unwrap_or_default()))
+        };
+        self.read_again_if_cut(deadline, read).await
     }
 
     /// Makes a lock's queue container: at once, and only if the state root is missing too

@@ -4,20 +4,96 @@
 //! request passes one ordered pipeline, so one request instead of two is one place less
 //! in that line for the hand-off `multi` behind it. The two reads also show one state of
 //! the store, which two separate reads do not promise.
+//!
+//! **A read whose connection fails under it** (lost, reset, its client closed as a stand-in
+//! is withdrawn, its session gone) is sent once more while its deadline allows
+//! (`read_again_if_cut`): a read changes nothing, and the second try goes out on whichever
+//! session serves by then (the stand-in, the primary resumed, a new one). Before, such a
+//! read answered `503` though a stand-in was ready within milliseconds.
 
+use std::future::Future;
 use std::time::Instant;
 
 use zookeeper_client as zk;
 
 use super::contradiction::Basis;
 use super::queue::queue_of;
-use super::{stored, ZkStore};
+use super::{stored, NoAnswer, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::store::{StoreError, Stored};
 use crate::waiter::Waiter;
 
+/// A failed read, and whether its connection failed under it.
+pub(super) struct ReadFailure {
+    error: StoreError,
+    cut: bool,
+}
+
+/// Whether a request failed because its connection did, so that another session may serve
+/// it at once. zookeeper-client reports a reset connection as `Custom` (an I/O error).
+fn cut_under(failure: &Result<zk::Error, NoAnswer>) -> bool {
+    matches!(
+        failure,
+        Ok(zk::Error::ConnectionLoss
+            | zk::Error::Custom(_)
+            | zk::Error::ClientClosed
+            | zk::Error::SessionExpired
+            | zk::Error::SessionMoved)
+    )
+}
+
 impl ZkStore {
+    pub(super) fn read_failure(&self, failure: Result<zk::Error, NoAnswer>) -> ReadFailure {
+        ReadFailure {
+            cut: cut_under(&failure),
+            error: self.read_failed(failure),
+        }
+    }
+
+    /// Runs `read`, and once more if its connection failed under it (see the module doc).
+    pub(super) async fn read_again_if_cut<T, Fut>(
+        &self,
+        deadline: Instant,
+        read: impl Fn() -> Fut,
+    ) -> Result<T, StoreError>
+    where
+        Fut: Future<Output = Result<T, ReadFailure>>,
+    {
+        match read().await {
+            Err(failure) if failure.cut && Instant::now() < deadline => {
+                read().await.map_err(|f| f.error)
+            }
+            other => other.map_err(|f| f.error),
+        }
+    }
+
+    /// Runs a read; `None` when the node does not exist.
+    pub(super) async fn read_node<T>(
+        &self,
+        op: ZkOp,
+        deadline: Instant,
+        call: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, StoreError> {
+        self.read_node_once(op, deadline, call)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    pub(super) async fn read_node_once<T>(
+        &self,
+        op: ZkOp,
+        deadline: Instant,
+        call: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, ReadFailure> {
+        match self.within(op, deadline, call).await {
+            Ok(Ok(found)) => Ok(Some(found)),
+            Ok(Err(zk::Error::NoNode)) => Ok(None),
+            Ok(Err(e)) => Err(self.read_failure(Ok(e))),
+            Err(e) => Err(self.read_failure(Err(e))),
+        }
+    }
+
     /// The record alone; with `sync`, only after the server has applied every write
     /// committed before the call.
     pub(super) async fn read_record(
@@ -26,10 +102,20 @@ impl ZkStore {
         deadline: Instant,
         sync: bool,
     ) -> Result<Option<Stored>, StoreError> {
+        let read = || self.read_record_once(name, deadline, sync);
+        self.read_again_if_cut(deadline, read).await
+    }
+
+    async fn read_record_once(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        sync: bool,
+    ) -> Result<Option<Stored>, ReadFailure> {
         let client = self
             .client(deadline)
             .await
-            .map_err(|e| self.read_failed(Err(e)))?;
+            .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
         if sync {
             // A follower answers reads from its own copy, which may lag the leader; `sync`
@@ -37,12 +123,12 @@ impl ZkStore {
             // reached it.
             match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-                Err(e) => return Err(self.read_failed(Err(e))),
+                Ok(Err(e)) => return Err(self.read_failure(Ok(e))),
+                Err(e) => return Err(self.read_failure(Err(e))),
             }
         }
         let found = self
-            .read_node(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
+            .read_node_once(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
             .await?;
         let session = client.session_id().0;
         let found = found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session));
@@ -55,20 +141,29 @@ impl ZkStore {
         name: &LockName,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        let read = || self.read_record_and_queue_once(name, deadline);
+        self.read_again_if_cut(deadline, read).await
+    }
+
+    async fn read_record_and_queue_once(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), ReadFailure> {
         let client = self
             .client(deadline)
             .await
-            .map_err(|e| self.read_failed(Err(e)))?;
+            .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
         let mut reader = client.new_multi_reader();
         reader
             .add_get_data(&self.path(name))
             .and_then(|()| reader.add_get_children(&self.queue_dir(name)))
-            .map_err(|e| self.read_failed(Ok(e)))?;
+            .map_err(|e| self.read_failure(Ok(e)))?;
         // Each read's absence is in its own result, so the request as a whole never
         // answers `NoNode`; were it to, the empty answer is out of shape below.
         let results = self
-            .read_node(ZkOp::MultiRead, deadline, reader.commit())
+            .read_node_once(ZkOp::MultiRead, deadline, reader.commit())
             .await?
             .unwrap_or_default();
         let session = client.session_id().0;
@@ -95,11 +190,11 @@ impl ZkStore {
 
     /// An answer to a read-only `multi` that is neither what was asked nor `NoNode`: the
     /// server's error for that read, or a malformed answer.
-    fn unexpected_answer(&self, answer: Option<zk::MultiReadResult>) -> StoreError {
+    fn unexpected_answer(&self, answer: Option<zk::MultiReadResult>) -> ReadFailure {
         let error = match answer {
             Some(zk::MultiReadResult::Error { err }) => err,
             _ => zk::Error::UnexpectedError("a read-only multi answered out of shape".into()),
         };
-        self.read_failed(Ok(error))
+        self.read_failure(Ok(error))
     }
 }
