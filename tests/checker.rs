@@ -258,6 +258,20 @@ fn a_refusal_is_judged_against_the_first_possible_takeover() {
     only(&report, Check::LostLease, 1);
     assert!(report.violations[0].message.contains("209 ms before"));
     assert!(run_with(history(1600), &ahead).is_clean());
+    // An instance with no call in the history takes no part.
+    let alone = vec![grant(1, 0, "lease-a", 10, 0, 10), renew(1600)];
+    only(&run_with(alone, &ahead), Check::LostLease, 1);
+    // A max skew smaller than the clocks' spread never moves the takeover before the end.
+    let too_small = CheckConfig {
+        max_skew_ms: 0,
+        ..CheckConfig::with_offsets(vec![0, 5000])
+    };
+    let early = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        on_one.clone(),
+        renew(950),
+    ];
+    only(&run_with(early, &too_small), Check::LostLease, 1);
     // Without a clock ahead of the writer's, the lease is safe for 5.5 s past its end.
     let history = |done| vec![grant(1, 0, "lease-a", 10, 0, 10), renew(done)];
     only(

@@ -129,18 +129,20 @@ async fn a_forced_hand_off_that_lands_after_its_read_back_ends_one_hold() {
 async fn a_grant_that_lands_after_its_caller_left_is_undone() {
     let (proxy, svc) = behind_late_write().await;
     proxy.refuse_fresh_for(Duration::from_millis(800));
-    let impatient = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
     proxy.arm();
-    let gone = impatient
-        .post(format!("{}/v1/locks/undone-late/acquire", svc.base))
-        .json(&json!({"owner": "gone", "lease_ms": 60_000}))
-        .send()
-        .await;
-    assert!(gone.is_err(), "the caller left before the answer: {gone:?}");
+    let call = {
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            let body = json!({"owner": "gone", "lease_ms": 60_000});
+            svc.acquire("undone-late", body).await
+        })
+    };
+    common::eventually(Duration::from_secs(5), "the grant held", || async {
+        proxy.fired()
+    })
+    .await;
+    // The caller leaves: its connection closes, and the service drops the call.
+    call.abort();
     assert!(
         !proxy.delivered(),
         "the caller left before its grant landed"
@@ -149,6 +151,10 @@ async fn a_grant_that_lands_after_its_caller_left_is_undone() {
         proxy.delivered()
     })
     .await;
+    assert!(
+        proxy.read_first(),
+        "the guard read the lock before the grant landed"
+    );
     // The grant created the record; it is there, and free again long before the lease ends.
     let zk = common::zk_client(zk::shared()).await;
     let path = format!("{}/locks/undone-late", svc.root);

@@ -143,7 +143,7 @@ fn unix_ms(rfc3339: &Value) -> i64 {
 async fn a_renew_slowed_past_its_lease_s_end_loses_only_to_a_taker_after_that_end() {
     let proxy = proxy();
     let (slow, quick) = slow_and_quick(&proxy).await;
-    let held = slow.must_acquire("edge", "holder", 2_000).await;
+    let held = slow.must_acquire("edge", "holder", 5_000).await;
     let end = unix_ms(&held["lock"]["expires_at"]);
     let waiter = {
         let quick = quick.clone();

@@ -21,13 +21,16 @@ use crate::waiter::{Ticket, Waiter};
 /// away mid-call, or the call failed after a write whose answer was lost (the grant may
 /// have landed). It reads with `sync` until the store answers, for as long as the lease
 /// could last, so a lease is never left held by nobody while the store is briefly away.
+/// (This is the inline acquire's guard; a waiting call is looked after by `withdraw` and
+/// `sweep_later` below.)
 ///
 /// A lost write may also land *after* such a read: a server can apply a request it took in
 /// before its connection broke, and a read on a stand-in or new session is not ordered
 /// after it. So a read that finds the lease not holding the lock is not the end: the guard
 /// looks again until every write the call sent has landed or never will (the collector's
 /// delay, which `ServeArgs::check` makes longer than that window), or the lease has run out.
-/// A call that sent no grant has nothing to undo.
+/// It releases only a lease it has seen holding the lock, and a call that sent no grant has
+/// nothing to undo.
 pub(super) struct UndoGrant {
     pub(super) service: Arc<LockService>,
     pub(super) name: LockName,
@@ -49,29 +52,35 @@ impl Drop for UndoGrant {
         let settled = Instant::now() + service.landing_window;
         tokio::spawn(async move {
             let mut pause = Duration::from_millis(100);
+            // Whether the last look failed to settle it (no answer, or a release that failed).
+            let mut unsettled = false;
             while Instant::now() < give_up {
-                let held = match service.store.read_latest(&name, service.deadline()).await {
-                    Ok(stored) => stored.is_some_and(|s| {
-                        s.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease)
-                    }),
-                    Err(_) => true,
-                };
-                if held {
-                    match service.release(&name, &lease).await {
-                        Ok(_) | Err(ServiceError::Refused { .. }) => return,
-                        Err(error) => {
-                            debug!(lock = %name, %error, "could not undo a grant yet; trying again")
+                unsettled = match service.store.read_latest(&name, service.deadline()).await {
+                    Ok(stored) if holds(stored.as_ref(), lease) => {
+                        match service.release(&name, &lease).await {
+                            Ok(_) | Err(ServiceError::Refused { .. }) => return,
+                            Err(error) => {
+                                debug!(lock = %name, %error, "could not undo a grant yet; trying again");
+                                true
+                            }
                         }
                     }
-                } else if Instant::now() >= settled {
-                    return;
-                }
+                    Ok(_) if Instant::now() >= settled => return,
+                    Ok(_) => false,
+                    Err(_) => true,
+                };
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
-            warn!(lock = %name, "could not undo a grant; its lease has run out since");
+            if unsettled {
+                warn!(lock = %name, "could not undo a grant; its lease has run out since");
+            }
         });
     }
+}
+
+fn holds(stored: Option<&crate::store::Stored>, lease: LeaseId) -> bool {
+    stored.is_some_and(|s| s.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease))
 }
 
 impl LockService {

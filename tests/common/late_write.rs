@@ -105,6 +105,11 @@ impl LateWrite {
         self.shared.fresh_refused_ms.store(ms, Ordering::SeqCst);
     }
 
+    /// Whether a request has been held (the proxy fired).
+    pub fn fired(&self) -> bool {
+        self.shared.fired_at.lock().unwrap().is_some()
+    }
+
     /// Whether the held request has been sent on to the server.
     pub fn delivered(&self) -> bool {
         self.shared.delivered.load(Ordering::SeqCst)
