@@ -1,6 +1,6 @@
-//! A read in flight when its connection drops. A read changes nothing, so the store sends it
-//! once more, on whichever session serves by then (here the stand-in), within the call's
-//! store timeout. Before, the call answered `503` though a stand-in was ready within
+//! A read in flight when its connection drops: a look at a lock, a validate, an acquire's
+//! first read. A read changes nothing, so the store sends it once more, on whichever session
+//! serves by then (here the stand-in), within the call's store timeout. Before, the call answered `503` though a stand-in was ready within
 //! milliseconds: `lost_entry`'s look at the lock met that.
 //!
 //! On a real ZooKeeper behind the fault proxy: `Mode::CutAfter` forwards the read, sends
@@ -52,4 +52,22 @@ async fn a_validate_whose_sync_is_cut_is_answered() {
     assert_eq!(proxy.fired(), 1, "the sync was cut");
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["current"], true, "{answer}");
+}
+
+/// An acquire that finds the lock held in what this instance remembers reads the record
+/// afresh before it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_read_is_cut_is_answered() {
+    let (proxy, svc, _) = holding("cut-acquire").await;
+    proxy.set_mode(cut_after(op::GET_DATA));
+    let (status, refused) = svc
+        .acquire(
+            "cut-acquire",
+            serde_json::json!({"owner": "o", "lease_ms": 60_000}),
+        )
+        .await;
+    assert_eq!(proxy.fired(), 1, "the read was cut");
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "lock_held", "{refused}");
+    assert_eq!(refused["lock"]["owner"], "holder", "{refused}");
 }

@@ -52,7 +52,7 @@ async fn a_lost_answer_to_a_queue_entry_create_leaves_one_entry() {
         proxy.resumed()
     })
     .await;
-    // A read in flight when the connection closed was answered 503: ask again.
+    // The join may not have ended yet (its settling listing waits for the session).
     eventually(Duration::from_secs(10), "the caller is queued", || async {
         let (status, info) = svc.get("/v1/locks/entry").await;
         status == StatusCode::OK && info["waiters"] == 2

@@ -205,18 +205,14 @@ impl ZkStore {
         waiter: &Waiter,
         deadline: Instant,
     ) -> Result<Option<Ticket>, StoreError> {
-        let client = self
-            .client(deadline)
-            .await
-            .map_err(|e| self.read_failed(Err(e)))?;
-        let found = self
-            .read_node(
-                ZkOp::GetData,
-                deadline,
-                client.get_data(&self.waiter_path(name, waiter)),
-            )
-            .await?;
-        Ok(found.and_then(|(data, _)| Ticket::decode(&data)))
+        let path = self.waiter_path(name, waiter);
+        let read = || async {
+            let client = (self.client(deadline).await).map_err(|e| self.read_failure(Err(e)))?;
+            let get = client.get_data(&path);
+            let found = self.read_node_once(ZkOp::GetData, deadline, get).await?;
+            Ok(found.and_then(|(data, _)| Ticket::decode(&data)))
+        };
+        self.read_again_if_cut(deadline, read).await
     }
 
     pub(super) async fn leave_queue(

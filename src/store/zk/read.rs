@@ -5,8 +5,8 @@
 //! in that line for the hand-off `multi` behind it. The two reads also show one state of
 //! the store, which two separate reads do not promise.
 //!
-//! **A read whose connection fails under it** (lost, reset, its client closed as a stand-in
-//! is withdrawn, its session gone) is sent once more while its deadline allows
+//! **A read whose connection fails under it** (lost or reset, its session gone) is sent
+//! once more while its deadline allows
 //! (`read_again_if_cut`): a read changes nothing, and the second try goes out on whichever
 //! session serves by then (the stand-in, the primary resumed, a new one). Before, such a
 //! read answered `503` though a stand-in was ready within milliseconds.
