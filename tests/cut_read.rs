@@ -1,5 +1,5 @@
 //! A read in flight when its connection drops: a look at a lock, a validate, an acquire's
-//! first read. A read changes nothing, so the store sends it once more, on whichever session
+//! first read, a listing. A read changes nothing, so the store sends it once more, on whichever session
 //! serves by then (here the stand-in), within the call's store timeout. Before, the call answered `503` though a stand-in was ready within
 //! milliseconds: `lost_entry`'s look at the lock met that.
 //!
@@ -70,4 +70,15 @@ async fn an_acquire_whose_read_is_cut_is_answered() {
     assert_eq!(status, StatusCode::CONFLICT, "{refused}");
     assert_eq!(refused["error"]["code"], "lock_held", "{refused}");
     assert_eq!(refused["lock"]["owner"], "holder", "{refused}");
+}
+
+/// A listing walks the lock tree: its first `getChildren` is cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_whose_read_is_cut_is_answered() {
+    let (proxy, svc, _) = holding("cut-listed").await;
+    proxy.set_mode(cut_after(op::GET_CHILDREN));
+    let (status, listed) = svc.get("/v1/locks").await;
+    assert_eq!(proxy.fired(), 1, "the read was cut");
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert!(listed.to_string().contains("cut-listed"), "{listed}");
 }

@@ -8,6 +8,7 @@ pub mod op {
     pub const DELETE: i32 = 2;
     pub const EXISTS: i32 = 3;
     pub const GET_DATA: i32 = 4;
+    pub const GET_CHILDREN: i32 = 8;
     pub const SET_DATA: i32 = 5;
     pub const SET_ACL: i32 = 7;
     pub const SYNC: i32 = 9;

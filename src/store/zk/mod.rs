@@ -272,23 +272,24 @@ impl LockStore for ZkStore {
     }
 
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError> {
-        let client = self
-            .client(deadline)
+        let read = || async {
+            let client = (self.client(deadline).await).map_err(|e| self.read_failure(Err(e)))?;
+            let mut page = ListPage::default();
+            let root = &self.lock_root;
+            list::walk(
+                &self.metrics,
+                &client,
+                root,
+                Vec::new(),
+                query,
+                &mut page,
+                deadline,
+            )
             .await
-            .map_err(|e| self.read_failed(Err(e)))?;
-        let mut page = ListPage::default();
-        list::walk(
-            &self.metrics,
-            &client,
-            &self.lock_root,
-            Vec::new(),
-            query,
-            &mut page,
-            deadline,
-        )
-        .await
-        .map_err(|e| self.read_failed(e))?;
-        Ok(page)
+            .map_err(|e| self.read_failure(e))?;
+            Ok(page)
+        };
+        self.read_again_if_cut(deadline, read).await
     }
 
     async fn ready(&self, deadline: Instant) -> Result<(), StoreError> {

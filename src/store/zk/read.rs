@@ -7,7 +7,7 @@
 //!
 //! **A read whose connection fails under it** (lost or reset, its session gone) is sent
 //! once more while its deadline allows
-//! (`read_again_if_cut`): a read changes nothing, and the second try goes out on whichever
+//! (`read_again_if_cut`; also the listing's walk, `ZkStore::list`): a read changes nothing, and the second try goes out on whichever
 //! session serves by then (the stand-in, the primary resumed, a new one). Before, such a
 //! read answered `503` though a stand-in was ready within milliseconds.
 
