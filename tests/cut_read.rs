@@ -1,7 +1,8 @@
 //! A read in flight when its connection drops: a look at a lock, a validate, an acquire's
-//! first read, a listing. A read changes nothing, so the store sends it once more, on whichever session
-//! serves by then (here the stand-in), within the call's store timeout. Before, the call answered `503` though a stand-in was ready within
-//! milliseconds: `lost_entry`'s look at the lock met that.
+//! first read, a listing. A read changes nothing, so the store sends it once more, on
+//! whichever session serves by then (here the stand-in), within the call's store timeout.
+//! Before, the call answered `503` though a stand-in was ready within milliseconds:
+//! `lost_entry`'s look at the lock met that.
 //!
 //! On a real ZooKeeper behind the fault proxy: `Mode::CutAfter` forwards the read, sends
 //! nothing more back, closes the connection and refuses new ones for a moment.

@@ -6,8 +6,8 @@
 //! the store, which two separate reads do not promise.
 //!
 //! **A read whose connection fails under it** (lost or reset, its session gone) is sent
-//! once more while its deadline allows
-//! (`read_again_if_cut`; also the listing's walk, `ZkStore::list`): a read changes nothing, and the second try goes out on whichever
+//! once more while its deadline allows (`read_again_if_cut`, used here, in `queue.rs` and
+//! by the listing's walk): a read changes nothing, and the second try goes out on whichever
 //! session serves by then (the stand-in, the primary resumed, a new one). Before, such a
 //! read answered `503` though a stand-in was ready within milliseconds.
 
