@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 use super::events::EventKind;
 use super::waiting::Step;
 use super::{refused, LockService, Read, Refusal, ServiceError};
+use crate::engine::holder_with_lease;
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::WriteOutcome;
@@ -56,7 +57,7 @@ impl Drop for UndoGrant {
             let mut unsettled = false;
             while Instant::now() < give_up {
                 unsettled = match service.store.read_latest(&name, service.deadline()).await {
-                    Ok(stored) if holds(stored.as_ref(), lease) => {
+                    Ok(Some(stored)) if holder_with_lease(&stored.record, &lease).is_some() => {
                         match service.release(&name, &lease).await {
                             Ok(_) | Err(ServiceError::Refused { .. }) => return,
                             Err(error) => {
@@ -79,10 +80,6 @@ impl Drop for UndoGrant {
     }
 }
 
-fn holds(stored: Option<&crate::store::Stored>, lease: LeaseId) -> bool {
-    stored.is_some_and(|s| s.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease))
-}
-
 impl LockService {
     /// Leaves the queue to answer `refusal`; but if a hand-off reached this waiter first,
     /// the lock is its, and the answer is the grant.
@@ -97,7 +94,7 @@ impl LockService {
         let left = self.store.leave(name, me, deadline).await?;
         let now = UnixMillis::now();
         let Read { record, queue, .. } = self.read(name, deadline, now, true).await?;
-        if !left && record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
+        if !left && holder_with_lease(&record, &ticket.lease_id).is_some() {
             return Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
             ))));
@@ -129,7 +126,7 @@ impl LockService {
                 Err(_) => return self.sweep_later(name, Some(me), ticket),
             };
             let record = stored.record;
-            if record.holder.as_ref().and_then(|h| h.lease_id) == Some(ticket.lease_id) {
+            if holder_with_lease(&record, &ticket.lease_id).is_some() {
                 info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
                 if self.release(name, &ticket.lease_id).await.is_err() {
                     self.sweep_later(name, Some(me), ticket);
@@ -189,9 +186,7 @@ impl LockService {
                     clean &= store.leave(&name, &waiter, deadline).await.is_ok();
                 }
                 if let Ok(Some(stored)) = store.read(&name, deadline).await {
-                    if claimable
-                        && stored.record.holder.as_ref().and_then(|h| h.lease_id) == Some(lease_id)
-                    {
+                    if claimable && holder_with_lease(&stored.record, &lease_id).is_some() {
                         let freed = store
                             .update(&name, &LockRecord::default(), stored.version, deadline)
                             .await;
