@@ -9,41 +9,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::ensemble::{Ensemble, EnsembleOptions};
-use common::instance::{Instance, InstanceOptions};
+use common::instance::{flags, Instance, InstanceOptions};
 use common::proxy::{Mode, Proxy};
 use common::{eventually, unique_root, zk, zk_client, znodes_under, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-/// Flags for an instance on `connect` under `root`, with short timeouts; `extra` flags
-/// replace the defaults of the same name.
-fn flags(connect: &str, root: &str, extra: &[&str]) -> Vec<String> {
-    let defaults: Vec<String> = [
-        "--zk",
-        connect,
-        "--lock-root",
-        &format!("{root}/locks"),
-        "--state-root",
-        &format!("{root}/state"),
-        "--store-timeout-ms",
-        "500",
-        "--zk-session-timeout-ms",
-        "4000",
-        "--gc-delay-ms",
-        "7100",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut flags = Vec::new();
-    for pair in defaults.chunks(2) {
-        if !extra.contains(&pair[0].as_str()) {
-            flags.extend_from_slice(pair);
-        }
-    }
-    flags.extend(extra.iter().map(|s| s.to_string()));
-    flags
-}
 
 async fn acquire(on: &Instance, name: &str, body: Value) -> (StatusCode, Value) {
     on.post(&format!("/v1/locks/{name}/acquire"), body).await

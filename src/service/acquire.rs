@@ -201,17 +201,21 @@ impl LockService {
         let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
+        // The next round reads after a `sync`: it is to decide a refusal (see `reading`).
+        let mut refusing = false;
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
+            let to_refuse = std::mem::take(&mut refusing);
             let Read {
                 stored,
                 record,
                 queue,
                 cached,
                 queue_remembered,
+                latest,
             } = match first.take() {
                 Some(Some((record, version, rest))) if waits_behind => {
                     Read::remembered(record, version, rest)
@@ -222,6 +226,7 @@ impl LockService {
                     queue: Vec::new(),
                     cached: true,
                     queue_remembered: false,
+                    latest: false,
                 },
                 Some(Some((record, version, _)))
                     if optimistic
@@ -239,8 +244,10 @@ impl LockService {
                         queue: Vec::new(),
                         cached: true,
                         queue_remembered: false,
+                        latest: false,
                     }
                 }
+                _ if to_refuse => self.read_latest(name, deadline, now).await?,
                 _ => self.read(name, deadline, now, false).await?,
             };
             let done = |outcome| Ok(Immediate::Done(outcome));
@@ -256,13 +263,14 @@ impl LockService {
                     return Ok(Immediate::MustWait(WaitBasis::Remembered))
                 }
                 _ if queue_remembered => continue,
-                // A decision not to write is only made on a fresh read.
-                AcquireDecision::AlreadyGranted { .. }
-                | AcquireDecision::Refuse(_)
-                | AcquireDecision::Wait
-                    if cached =>
-                {
+                // A decision not to write is only made on a fresh read, and a refusal on
+                // the latest copy (see `reading`).
+                AcquireDecision::AlreadyGranted { .. } | AcquireDecision::Wait if cached => {
                     continue
+                }
+                AcquireDecision::Refuse(_) if !latest => {
+                    refusing = true;
+                    continue;
                 }
                 AcquireDecision::AlreadyGranted { lease_id } => {
                     // A retry is told "granted" only on a read after a sync: a lagging

@@ -3,6 +3,15 @@
 //! passes on a lock that reached it, and withdraws its requestor slot), or the store fails
 //! (a background sweep removes what it may have left). Also the guard that undoes an
 //! inline grant whose caller went away mid-call.
+//!
+//! **Why one look after leaving is enough for a waiting call.** Every write that hands the
+//! lock to a waiter (its own takeover in `round`, or another caller's release) deletes that
+//! waiter's queue entry in the same `multi`. So once the waiter's own delete of its entry has
+//! been answered, either way, no such hand-off can land any more: it landed before the
+//! delete, or it fails for want of the entry. A read made after a `sync` (which shows every
+//! write the leader committed before it) then shows any hand-off that reached the waiter.
+//! The inline guard below has no entry to fence its grant with, so it looks again until no
+//! write of its call can land.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +24,7 @@ use super::{refused, LockService, Read, Refusal, ServiceError};
 use crate::engine::holder_with_lease;
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::WriteOutcome;
+use crate::store::{LockStore, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Releases, on its own task, a grant whose caller will never learn of it: the caller went
@@ -93,7 +102,13 @@ impl LockService {
         let deadline = self.deadline();
         let left = self.store.leave(name, me, deadline).await?;
         let now = UnixMillis::now();
-        let Read { record, queue, .. } = self.read(name, deadline, now, true).await?;
+        // An entry already gone may have gone in a hand-off to this waiter, whose write the
+        // server this read goes to may not have applied yet: that read is made after a sync.
+        let Read { record, queue, .. } = if left {
+            self.read(name, deadline, now, true).await?
+        } else {
+            self.read_latest(name, deadline, now).await?
+        };
         if !left && holder_with_lease(&record, &ticket.lease_id).is_some() {
             return Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
@@ -119,7 +134,9 @@ impl LockService {
             return;
         }
         for _ in 0..super::MAX_ROUNDS {
-            let stored = match self.store.read(name, deadline).await {
+            // After a sync: a hand-off to this waiter (its own takeover, or another's release)
+            // that landed before the leave must show, whichever server the read goes to.
+            let stored = match self.store.read_latest(name, deadline).await {
                 Ok(Some(stored)) => stored,
                 Ok(None) => return,
                 // The lock may have reached this waiter: keep checking in the background.
@@ -157,8 +174,12 @@ impl LockService {
         }
     }
 
-    /// When the store was unreachable as a call ended, its queue entry may linger (or a lost
-    /// create may still land). Keep trying to remove every entry of this call for a while.
+    /// When the store was unreachable as a call ended, its queue entry may linger, or a lost
+    /// create may still land. Keep removing every entry of this call while removing one fails,
+    /// and, for a call without a `request_id`, until no write of it can land any more
+    /// (`landing_window`). A call with one shares its key with its retries, which may adopt an
+    /// entry it left (see `joining`): its sweep stops at the first clean pass, as a retry
+    /// is most likely still to come.
     pub(super) fn sweep_later(&self, name: &LockName, me: Option<&Waiter>, ticket: &Ticket) {
         // A grant that a retry with the same request_id would return is left to its lease.
         let claimable = ticket.request_id.is_none();
@@ -171,34 +192,73 @@ impl LockService {
         let me = me.cloned();
         let timeout = self.store_timeout;
         let collector = self.collector.clone();
+        let window = if claimable {
+            self.landing_window
+        } else {
+            Duration::ZERO
+        };
+        let settled = Instant::now() + window;
         tokio::spawn(async move {
-            for _ in 0..60 {
+            let mut pause = Duration::from_millis(100);
+            // Passes that failed to look or to remove an entry; after 60, the store is left
+            // to end what remains (the entries with their session, a grant with its lease).
+            let mut failed = 0;
+            loop {
                 let deadline = Instant::now() + timeout;
-                let Ok(queue) = store.queue(&name, deadline).await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                };
-                let mine = queue
-                    .into_iter()
-                    .filter(|w| w.key == key || me.as_ref().is_some_and(|m| m.id == w.id));
-                let mut clean = true;
-                for waiter in mine {
-                    clean &= store.leave(&name, &waiter, deadline).await.is_ok();
+                let last_look = Instant::now() >= settled;
+                let mine = (key.as_str(), me.as_ref());
+                let swept = sweep_once(
+                    &*store,
+                    &name,
+                    mine,
+                    claimable.then_some(&lease_id),
+                    deadline,
+                )
+                .await;
+                if swept == Some(true) {
+                    collector.schedule(&name);
                 }
-                if let Ok(Some(stored)) = store.read(&name, deadline).await {
-                    if claimable && holder_with_lease(&stored.record, &lease_id).is_some() {
-                        let freed = store
-                            .update(&name, &LockRecord::default(), stored.version, deadline)
-                            .await;
-                        if matches!(freed, Ok(WriteOutcome::Written { .. })) {
-                            collector.schedule(&name);
-                        }
-                    }
-                }
-                if clean {
+                failed += usize::from(swept.is_none());
+                if last_look && (swept.is_some() || failed >= 60) {
                     return;
                 }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
             }
         });
     }
+}
+
+/// One pass of `sweep_later`: removes every queue entry of the call (its `key`, or `me`) and
+/// frees the lock if `claimable` (the call's lease) holds it. `None` if a look or a removal
+/// failed; else whether it freed the lock.
+async fn sweep_once(
+    store: &dyn LockStore,
+    name: &LockName,
+    (key, me): (&str, Option<&Waiter>),
+    claimable: Option<&LeaseId>,
+    deadline: Instant,
+) -> Option<bool> {
+    // A sync first, so that the listing shows this call's entry, which may have been made
+    // through another server than the one this session is on.
+    store.read_latest(name, deadline).await.ok()?;
+    let queue = store.queue(name, deadline).await.ok()?;
+    let mine = queue
+        .into_iter()
+        .filter(|w| w.key == key || me.is_some_and(|m| m.id == w.id));
+    let mut clean = true;
+    for waiter in mine {
+        clean &= store.leave(name, &waiter, deadline).await.is_ok();
+    }
+    let stored = store.read_latest(name, deadline).await.ok()?;
+    let mut freed = false;
+    if let (Some(stored), Some(lease)) = (stored, claimable) {
+        if holder_with_lease(&stored.record, lease).is_some() {
+            let outcome = store
+                .update(name, &LockRecord::default(), stored.version, deadline)
+                .await;
+            freed = matches!(outcome, Ok(WriteOutcome::Written { .. }));
+        }
+    }
+    clean.then_some(freed)
 }

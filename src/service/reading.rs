@@ -1,6 +1,18 @@
 //! Reading a lock for a decision: the record, and its queue when the decision can depend
 //! on it, read from the store or taken from what this instance remembers (`cache`). What is
 //! remembered is trusted only as far as `Read`'s flags say.
+//!
+//! **An answer that leaves a lease as it was is given on the latest copy.** A ZooKeeper
+//! follower answers reads from its own copy, which can lag the leader's (by milliseconds
+//! when healthy, by seconds when it is slow), and the session a read goes out on may be
+//! another instance's than the one that granted or renewed a lease. So a release read there
+//! can find the lock free while the caller's lease holds it, and a renew can find another
+//! holder. Answering on that read would tell the caller "released" while its lease goes on
+//! holding the lock, or "not the owner" of a lease it holds. Every refusal (renew, release,
+//! acquire) and every release that finds nothing to do is therefore decided on a read made
+//! after a `sync` (`Source::Latest`), which shows every write acknowledged to anyone before
+//! it: the caller's own grant and renewals included. Writes need no such read: they are
+//! conditional on the version read, and one planned on an old copy does not land.
 
 use std::time::Instant;
 
@@ -10,6 +22,18 @@ use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Stored, Version};
 use crate::waiter::Waiter;
+
+/// Where a round's read comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Source {
+    /// What this instance wrote last, if it has it (`read_cached`), else the store.
+    #[default]
+    Cache,
+    /// The store, as the server the session is on has it.
+    Store,
+    /// The store after a `sync`: no older than any write acknowledged before the read.
+    Latest,
+}
 
 /// A record, and the queue when it was worth reading.
 pub(super) struct Read {
@@ -22,6 +46,8 @@ pub(super) struct Read {
     /// The queue is the one remembered from this instance's last hand-off, not read: callers
     /// may have joined behind it since.
     pub queue_remembered: bool,
+    /// Read after a `sync` (`Source::Latest`).
+    pub latest: bool,
 }
 
 impl Read {
@@ -36,6 +62,7 @@ impl Read {
             queue: rest,
             cached: true,
             queue_remembered: true,
+            latest: false,
         }
     }
 }
@@ -57,6 +84,32 @@ impl LockService {
         } else {
             (self.store.read(name, deadline).await?, None)
         };
+        self.with_queue(name, deadline, now, stored, queue, false)
+            .await
+    }
+
+    /// As `read`, after a `sync` (see the module doc). The queue, read after the record on a
+    /// caught-up session, is at least as new as the record.
+    pub(super) async fn read_latest(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        now: UnixMillis,
+    ) -> Result<Read, ServiceError> {
+        let stored = self.store.read_latest(name, deadline).await?;
+        self.with_queue(name, deadline, now, stored, None, true)
+            .await
+    }
+
+    async fn with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+        now: UnixMillis,
+        stored: Option<Stored>,
+        queue: Option<Vec<Waiter>>,
+        latest: bool,
+    ) -> Result<Read, ServiceError> {
         let record = stored
             .as_ref()
             .map(|s| s.record.clone())
@@ -74,6 +127,7 @@ impl LockService {
             queue,
             cached: false,
             queue_remembered: false,
+            latest,
         })
     }
 
@@ -81,15 +135,20 @@ impl LockService {
     /// read only when the record says callers may wait, and not even then when this instance
     /// remembers the queue behind the record and nobody who could come first has joined
     /// since: the record would name a higher priority than the remembered head's.
+    /// `source` says whether the cache may serve, and how the store is read otherwise.
     pub(super) async fn read_cached(
         &self,
         name: &LockName,
         deadline: Instant,
         now: UnixMillis,
-        use_cache: bool,
+        source: Source,
     ) -> Result<Read, ServiceError> {
-        let Some((record, version, rest)) = self.cache.get(name).filter(|_| use_cache) else {
-            return self.read(name, deadline, now, true).await;
+        let cached = self.cache.get(name).filter(|_| source == Source::Cache);
+        let Some((record, version, rest)) = cached else {
+            return match source {
+                Source::Latest => self.read_latest(name, deadline, now).await,
+                Source::Cache | Source::Store => self.read(name, deadline, now, true).await,
+            };
         };
         let remembered = record.requestor.is_none()
             && rest
@@ -113,6 +172,7 @@ impl LockService {
             queue,
             cached: true,
             queue_remembered: remembered,
+            latest: false,
         })
     }
 }

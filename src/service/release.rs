@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::events::{affected_by, EventKind};
 use super::group_commit::{Carried, Rider};
+use super::reading::Source;
 use super::{
     outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
     ServiceError, MAX_ROUNDS,
@@ -32,7 +33,7 @@ impl LockService {
         lease_ms: Option<u64>,
     ) -> Result<LockSnapshot, ServiceError> {
         let began = Instant::now();
-        let mut use_cache = true;
+        let mut source = Source::Cache;
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
@@ -42,13 +43,22 @@ impl LockService {
                 stored,
                 record,
                 queue,
-                cached,
+                latest,
                 ..
             } = self
-                .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
+                .read_cached(
+                    name,
+                    deadline,
+                    now,
+                    std::mem::replace(&mut source, Source::Store),
+                )
                 .await?;
             let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
-                RenewDecision::NotOwner if cached => continue,
+                // A refusal is decided on the latest copy (see `reading`).
+                RenewDecision::NotOwner if !latest => {
+                    source = Source::Latest;
+                    continue;
+                }
                 RenewDecision::NotOwner => {
                     return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }
@@ -131,7 +141,7 @@ impl LockService {
         forced: Option<Forced>,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let began = Instant::now();
-        let mut use_cache = true;
+        let mut source = Source::Cache;
         // The record whose hold a round's write set out to end, when that write's lost answer
         // was read back as not landed. That read may have gone out on another session than the
         // write (a stand-in, a new session), which is not ordered after it, so the write may
@@ -146,8 +156,14 @@ impl LockService {
                 queue,
                 cached,
                 queue_remembered,
+                latest,
             } = self
-                .read_cached(name, deadline, now, std::mem::take(&mut use_cache))
+                .read_cached(
+                    name,
+                    deadline,
+                    now,
+                    std::mem::replace(&mut source, Source::Store),
+                )
                 .await?;
             // Once a fresh read shows that hold gone, it has ended as the call asked, whoever
             // ended it, as `outcome::landed` judges a lost answer. Deciding again would refuse
@@ -162,8 +178,12 @@ impl LockService {
             }
             let decision = decide(&record, &queue, now);
             let stored = match (&decision, stored) {
-                // A cached record is only good for a conditional write: check anything else.
-                (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if cached => continue,
+                // A cached record is only good for a conditional write, and an answer that
+                // changes nothing is given on the latest copy (see `reading`).
+                (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if !latest => {
+                    source = Source::Latest;
+                    continue;
+                }
                 (ReleaseDecision::NotOwner, _) => {
                     return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
                 }

@@ -246,6 +246,19 @@ impl Ensemble {
         }
     }
 
+    /// Makes sure node `id` is a follower (a lagging node must follow: a leader has nobody
+    /// to lag behind), restarting it while it leads, up to three times.
+    pub async fn make_follower(&self, id: usize) {
+        for _ in 0..3 {
+            if self.leader().await != Some(id) {
+                break;
+            }
+            self.restart(id).await;
+            self.wait_serving(Duration::from_secs(60)).await;
+        }
+        assert_ne!(self.leader().await, Some(id), "node {id} still leads");
+    }
+
     /// Stops node `id`'s JVM with SIGSTOP and waits until it is stopped (its sockets stay
     /// open; it answers nothing).
     pub fn pause(&self, id: usize) {

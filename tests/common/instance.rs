@@ -13,6 +13,36 @@ use serde_json::Value;
 use super::zk::{free_port, wait_stopped};
 use super::{http_client, send};
 
+/// Flags for an instance on `connect` under `root`, with short timeouts; `extra` flags
+/// replace the defaults of the same name.
+pub fn flags(connect: &str, root: &str, extra: &[&str]) -> Vec<String> {
+    let defaults: Vec<String> = [
+        "--zk",
+        connect,
+        "--lock-root",
+        &format!("{root}/locks"),
+        "--state-root",
+        &format!("{root}/state"),
+        "--store-timeout-ms",
+        "500",
+        "--zk-session-timeout-ms",
+        "4000",
+        "--gc-delay-ms",
+        "7100",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut flags = Vec::new();
+    for pair in defaults.chunks(2) {
+        if !extra.contains(&pair[0].as_str()) {
+            flags.extend_from_slice(pair);
+        }
+    }
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags
+}
+
 /// Where Debian's `libfaketime` package puts the library, by architecture.
 const FAKETIME_LIBRARIES: [&str; 3] = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
