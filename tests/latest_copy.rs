@@ -2,16 +2,19 @@
 //! (`service::reading`). An instance connected only to a lagging follower sees a lock another
 //! instance granted a moment ago as free, and a lock released a moment ago as held. Before the
 //! fix it answered a release of the live lease `200` and left it held, refused its renewal
-//! with `not_owner`, and refused an acquire of the free lock with `lock_held`. Each answer is
-//! now made after a sync, on the copy the leader has.
+//! with `not_owner`, refused an acquire of the free lock with `lock_held`, and told the
+//! lease's owner asking `GET ?owner=` that it did not own the lock. Each answer is now made
+//! after a sync, on the copy the leader has.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::ensemble::{Ensemble, EnsembleOptions};
 use common::instance::{flags, Instance, InstanceOptions};
-use common::unique_root;
+use common::waiting::{granted, queued};
+use common::{unique_root, zk, zk_args, Service};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -63,7 +66,7 @@ async fn instances(ensemble: &Ensemble) -> (Instance, Instance) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lagging_follower_never_decides_a_release_renew_or_refusal() {
+async fn a_lagging_follower_never_decides_a_release_renew_refusal_or_ownership() {
     let ensemble = Ensemble::start(EnsembleOptions {
         lagging: Some((1, LAG)),
     })
@@ -102,6 +105,14 @@ async fn a_lagging_follower_never_decides_a_release_renew_or_refusal() {
     assert_eq!(renewed["lock"]["fencing_token"], held["fencing_token"]);
     assert_eq!(renewed["lock"]["owner"], "a");
 
+    // Asked through the lagging node right after the grant, the owner is told it owns it.
+    let (status, held) = post(&fresh, "own", "acquire", ask("a")).await;
+    assert_eq!(status, StatusCode::OK, "{held}");
+    let (status, seen) = behind.get("/v1/locks/own?owner=a").await;
+    assert_eq!(status, StatusCode::OK, "{seen}");
+    assert_eq!(seen["is_owner"], true, "{seen}");
+    assert_eq!(seen["fencing_token"], held["fencing_token"]);
+
     // An acquire through the lagging node, of a lock released a moment ago, gets it. The
     // lagging node's instance granted the lock itself, so it remembers a holder; the release
     // is made through the other instance.
@@ -116,4 +127,27 @@ async fn a_lagging_follower_never_decides_a_release_renew_or_refusal() {
     assert_eq!(status, StatusCode::OK, "refused a free lock: {body}");
     assert_eq!(body["lock"]["owner"], "c");
     assert!(body["fencing_token"].as_u64() > held["fencing_token"].as_u64());
+}
+
+/// A release decided on the latest copy may still write: when the caller turns out to hold
+/// the lock, it is handed to the next waiter, so that read takes the queue too. Instance A
+/// remembers the record it wrote last (held by `x`), while the lock went on through B to
+/// `y`, with `z` queued behind; `y` releases through A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_through_an_instance_that_remembers_an_older_holder_hands_the_lock_on() {
+    let root = unique_root();
+    let a = Service::start(zk_args(zk::shared(), &root)).await;
+    let b = Arc::new(Service::start(zk_args(zk::shared(), &root)).await);
+    let x = a.must_acquire("line", "x", 60_000).await;
+    let y = queued(&b, "line", "y");
+    b.wait_for_waiters("line", 1).await;
+    let z = queued(&b, "line", "z");
+    b.wait_for_waiters("line", 2).await;
+    let (status, released) = b.release("line", x["lease_id"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let y = granted(y, "y").await;
+    let (status, released) = a.release("line", y["lease_id"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    assert_eq!(released["lock"]["owner"], "z", "not handed on: {released}");
+    granted(z, "z").await;
 }

@@ -175,7 +175,8 @@ pub async fn get_lock(
     LockPath(name): LockPath,
     QueryParams(query): QueryParams<GetQuery>,
 ) -> Reply {
-    let lock = app.service.get(&name).await?;
+    // Whether the caller owns the lock is answered on the latest copy, as a renew is.
+    let lock = app.service.get(&name, query.owner.is_some()).await?;
     Ok(Json(json!(LockInfo::of(&lock, query.owner.as_deref()))))
 }
 

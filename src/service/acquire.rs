@@ -247,7 +247,7 @@ impl LockService {
                         latest: false,
                     }
                 }
-                _ if to_refuse => self.read_latest(name, deadline, now).await?,
+                _ if to_refuse => self.read_latest(name, deadline).await?,
                 _ => self.read(name, deadline, now, false).await?,
             };
             let done = |outcome| Ok(Immediate::Done(outcome));

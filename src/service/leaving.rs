@@ -107,7 +107,7 @@ impl LockService {
         let Read { record, queue, .. } = if left {
             self.read(name, deadline, now, true).await?
         } else {
-            self.read_latest(name, deadline, now).await?
+            self.read_latest(name, deadline).await?
         };
         if !left && holder_with_lease(&record, &ticket.lease_id).is_some() {
             return Ok(Step::Done(Box::new(Ok(
@@ -215,11 +215,11 @@ impl LockService {
                     deadline,
                 )
                 .await;
-                if swept == Some(true) {
+                if swept.freed {
                     collector.schedule(&name);
                 }
-                failed += usize::from(swept.is_none());
-                if last_look && (swept.is_some() || failed >= 60) {
+                failed += usize::from(!swept.clean);
+                if last_look && (swept.clean || failed >= 60) {
                     return;
                 }
                 tokio::time::sleep(pause).await;
@@ -229,20 +229,29 @@ impl LockService {
     }
 }
 
+/// What one pass of `sweep_later` did.
+#[derive(Default)]
+struct Swept {
+    /// Every look and every removal was answered.
+    clean: bool,
+    /// It freed the lock, held by the call's lease.
+    freed: bool,
+}
+
 /// One pass of `sweep_later`: removes every queue entry of the call (its `key`, or `me`) and
-/// frees the lock if `claimable` (the call's lease) holds it. `None` if a look or a removal
-/// failed; else whether it freed the lock.
+/// frees the lock if `claimable` (the call's lease) holds it.
 async fn sweep_once(
     store: &dyn LockStore,
     name: &LockName,
     (key, me): (&str, Option<&Waiter>),
     claimable: Option<&LeaseId>,
     deadline: Instant,
-) -> Option<bool> {
-    // A sync first, so that the listing shows this call's entry, which may have been made
+) -> Swept {
+    // After a sync, so that the listing shows this call's entry, which may have been made
     // through another server than the one this session is on.
-    store.read_latest(name, deadline).await.ok()?;
-    let queue = store.queue(name, deadline).await.ok()?;
+    let Ok((_, queue)) = store.read_latest_with_queue(name, deadline).await else {
+        return Swept::default();
+    };
     let mine = queue
         .into_iter()
         .filter(|w| w.key == key || me.is_some_and(|m| m.id == w.id));
@@ -250,7 +259,10 @@ async fn sweep_once(
     for waiter in mine {
         clean &= store.leave(name, &waiter, deadline).await.is_ok();
     }
-    let stored = store.read_latest(name, deadline).await.ok()?;
+    // Read again: a hand-off to this call may have landed before its entry was removed.
+    let Ok(stored) = store.read_latest(name, deadline).await else {
+        return Swept::default();
+    };
     let mut freed = false;
     if let (Some(stored), Some(lease)) = (stored, claimable) {
         if holder_with_lease(&stored.record, lease).is_some() {
@@ -260,5 +272,5 @@ async fn sweep_once(
             freed = matches!(outcome, Ok(WriteOutcome::Written { .. }));
         }
     }
-    clean.then_some(freed)
+    Swept { clean, freed }
 }

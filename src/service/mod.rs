@@ -308,8 +308,11 @@ impl LockService {
         });
     }
 
-    pub async fn get(&self, name: &LockName) -> Result<LockSnapshot, ServiceError> {
-        Ok(self.look(name, self.deadline()).await?.0)
+    /// The lock, as the server this instance's session is on has it, or, if `latest`, as
+    /// the leader has it (a read after a `sync`): a caller asking whether it owns the lock
+    /// is answered as a renew would be (see `reading`).
+    pub async fn get(&self, name: &LockName, latest: bool) -> Result<LockSnapshot, ServiceError> {
+        Ok(self.look(name, self.deadline(), latest).await?.0)
     }
 
     /// The lock as it is now, and its queue: what `get` and the queue view show.
@@ -317,9 +320,14 @@ impl LockService {
         &self,
         name: &LockName,
         deadline: Instant,
+        latest: bool,
     ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
         let now = UnixMillis::now();
-        let stored = self.store.read(name, deadline).await?;
+        let stored = if latest {
+            self.store.read_latest(name, deadline).await?
+        } else {
+            self.store.read(name, deadline).await?
+        };
         // A lock with a record may have waiters, shown too; one read of its queue.
         let queue = match &stored {
             Some(_) => self.store.queue(name, deadline).await?,

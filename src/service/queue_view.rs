@@ -40,7 +40,7 @@ pub struct QueueView {
 impl LockService {
     pub async fn queue_view(&self, name: &LockName) -> Result<QueueView, ServiceError> {
         let deadline = self.deadline();
-        let (lock, queue) = self.look(name, deadline).await?;
+        let (lock, queue) = self.look(name, deadline, false).await?;
         // `snapshot` has dropped a requestor whose waiter is gone, so this names a live one.
         let requestor = lock
             .record

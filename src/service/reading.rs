@@ -9,10 +9,15 @@
 //! can find the lock free while the caller's lease holds it, and a renew can find another
 //! holder. Answering on that read would tell the caller "released" while its lease goes on
 //! holding the lock, or "not the owner" of a lease it holds. Every refusal (renew, release,
-//! acquire) and every release that finds nothing to do is therefore decided on a read made
-//! after a `sync` (`Source::Latest`), which shows every write acknowledged to anyone before
-//! it: the caller's own grant and renewals included. Writes need no such read: they are
-//! conditional on the version read, and one planned on an old copy does not land.
+//! acquire, and a waiting caller's `too_many_waiters` and `superseded` in `round`), every
+//! release that finds nothing to do, and a `GET` asking whether an owner holds the lock are
+//! therefore decided on a read made after a `sync` (`read_latest`, `Source::Latest`), which
+//! shows every write acknowledged to anyone before it: the caller's own grant and renewals
+//! included. That read takes the record and the queue as one state, since a decision made on
+//! it may write after all (a release whose caller does hold the lock hands it on to the next
+//! waiter). Writes need no such read: they are conditional on the version read, and one
+//! planned on an old copy does not land. A refusal that is a matter of time alone (a wait
+//! that ran out) needs none either.
 
 use std::time::Instant;
 
@@ -51,6 +56,22 @@ pub(super) struct Read {
 }
 
 impl Read {
+    /// What a read of the store found.
+    fn fresh(stored: Option<Stored>, queue: Vec<Waiter>, latest: bool) -> Read {
+        let record = stored
+            .as_ref()
+            .map(|s| s.record.clone())
+            .unwrap_or_default();
+        Read {
+            stored,
+            record,
+            queue,
+            cached: false,
+            queue_remembered: false,
+            latest,
+        }
+    }
+
     /// The record this instance wrote last and the queue it left behind it, not read.
     pub(super) fn remembered(record: LockRecord, version: Version, rest: Vec<Waiter>) -> Self {
         Read {
@@ -78,57 +99,32 @@ impl LockService {
         now: UnixMillis,
         always_queue: bool,
     ) -> Result<Read, ServiceError> {
-        let (stored, queue) = if always_queue {
+        if always_queue {
             let (stored, queue) = self.store.read_with_queue(name, deadline).await?;
-            (stored, Some(queue))
+            return Ok(Read::fresh(stored, queue, false));
+        }
+        let stored = self.store.read(name, deadline).await?;
+        let worth_it = stored.as_ref().is_some_and(|s| {
+            engine::live_holder(&s.record, now).is_none() || s.record.requestor.is_some()
+        });
+        let queue = if worth_it {
+            self.store.queue(name, deadline).await?
         } else {
-            (self.store.read(name, deadline).await?, None)
+            Vec::new()
         };
-        self.with_queue(name, deadline, now, stored, queue, false)
-            .await
+        Ok(Read::fresh(stored, queue, false))
     }
 
-    /// As `read`, after a `sync` (see the module doc). The queue, read after the record on a
-    /// caught-up session, is at least as new as the record.
+    /// The record and the queue as one state, after a `sync` (see the module doc). The
+    /// queue is always read: a decision made on this read may write (a release whose
+    /// caller turns out to hold the lock hands it to the next waiter).
     pub(super) async fn read_latest(
         &self,
         name: &LockName,
         deadline: Instant,
-        now: UnixMillis,
     ) -> Result<Read, ServiceError> {
-        let stored = self.store.read_latest(name, deadline).await?;
-        self.with_queue(name, deadline, now, stored, None, true)
-            .await
-    }
-
-    async fn with_queue(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-        now: UnixMillis,
-        stored: Option<Stored>,
-        queue: Option<Vec<Waiter>>,
-        latest: bool,
-    ) -> Result<Read, ServiceError> {
-        let record = stored
-            .as_ref()
-            .map(|s| s.record.clone())
-            .unwrap_or_default();
-        let worth_it = stored.is_some()
-            && (engine::live_holder(&record, now).is_none() || record.requestor.is_some());
-        let queue = match queue {
-            Some(queue) => queue,
-            None if worth_it => self.store.queue(name, deadline).await?,
-            None => Vec::new(),
-        };
-        Ok(Read {
-            stored,
-            record,
-            queue,
-            cached: false,
-            queue_remembered: false,
-            latest,
-        })
+        let (stored, queue) = self.store.read_latest_with_queue(name, deadline).await?;
+        Ok(Read::fresh(stored, queue, true))
     }
 
     /// The record this instance wrote last, if it has it, else a fresh read. The queue is
@@ -146,7 +142,7 @@ impl LockService {
         let cached = self.cache.get(name).filter(|_| source == Source::Cache);
         let Some((record, version, rest)) = cached else {
             return match source {
-                Source::Latest => self.read_latest(name, deadline, now).await,
+                Source::Latest => self.read_latest(name, deadline).await,
                 Source::Cache | Source::Store => self.read(name, deadline, now, true).await,
             };
         };

@@ -150,22 +150,22 @@ impl LockService {
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
+            // Once a write's lost answer was read back as not landed, every round reads after
+            // a sync: the next read may go out on another session than that one, and only a
+            // read after a sync can show the hold gone (see `reading`).
+            let this_round = match ending {
+                Some(_) => Source::Latest,
+                None => std::mem::replace(&mut source, Source::Store),
+            };
             let Read {
                 stored,
                 record,
                 queue,
-                cached,
                 queue_remembered,
                 latest,
-            } = self
-                .read_cached(
-                    name,
-                    deadline,
-                    now,
-                    std::mem::replace(&mut source, Source::Store),
-                )
-                .await?;
-            // Once a fresh read shows that hold gone, it has ended as the call asked, whoever
+                ..
+            } = self.read_cached(name, deadline, now, this_round).await?;
+            // Once such a read shows that hold gone, it has ended as the call asked, whoever
             // ended it, as `outcome::landed` judges a lost answer. Deciding again would refuse
             // a release (the lock held by the waiter it went to), or force-release that waiter
             // too.
@@ -173,7 +173,7 @@ impl LockService {
                 (Some(was), Some(now)) => was.same_grant(now),
                 _ => false,
             };
-            if let Some(ended) = ending.as_ref().filter(|e| !cached && !held_still(e)) {
+            if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
                 return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
             }
             let decision = decide(&record, &queue, now);

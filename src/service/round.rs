@@ -93,14 +93,19 @@ impl LockService {
                 .then(|| self.remembered_turn(name, me, state.was_requestor))
                 .flatten()
         };
+        // A refusal is decided on the latest copy (see `reading`): a lagging one may still
+        // list waiters that have left, or not yet show this caller as the requestor.
+        let to_refuse = std::mem::take(&mut state.refusing);
         let Read {
             stored,
             record,
             queue,
             queue_remembered,
+            latest,
             ..
         } = match remembered {
             Some(read) => read,
+            None if to_refuse => self.read_latest(name, deadline).await?,
             None => self.read(name, deadline, now, true).await?,
         };
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
@@ -122,6 +127,10 @@ impl LockService {
             // packet limit. An SRE override is never turned away.
             let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
             if earlier >= self.max_waiters_per_lock && !overriding {
+                if !latest {
+                    state.refusing = true;
+                    return Ok(Step::Again);
+                }
                 self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
                 return self
                     .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
@@ -247,6 +256,10 @@ impl LockService {
                         .leave_or_take(name, me, ticket, Refusal::CleanupTimeout)
                         .await;
                 }
+                Ok(Step::Again)
+            }
+            WaitDecision::Fail(WaitFailure::Superseded) if !latest => {
+                state.refusing = true;
                 Ok(Step::Again)
             }
             WaitDecision::Fail(failure) => {

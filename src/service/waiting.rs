@@ -54,6 +54,9 @@ pub(super) struct WaitState<'a> {
     pub(super) handed: tokio::sync::watch::Receiver<Notice>,
     /// The last round waited out the head's grace with no word from a release here.
     pub(super) grace_ran_out: bool,
+    /// The last round would have refused the caller on a read not made after a `sync`: the
+    /// next one reads after one (see `reading`).
+    pub(super) refusing: bool,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry.
@@ -114,6 +117,7 @@ impl LockService {
             entry_session,
             handed: handed.clone(),
             grace_ran_out: false,
+            refusing: false,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)

@@ -303,6 +303,15 @@ impl LockStore for MemoryStore {
         Ok((inner.locks.get(name).map(stored), inner.waiters(name)))
     }
 
+    /// Every write here is applied when it is answered: the latest state is the state.
+    async fn read_latest_with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        self.read_with_queue(name, deadline).await
+    }
+
     async fn enqueue(
         &self,
         name: &LockName,

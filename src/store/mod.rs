@@ -175,6 +175,13 @@ pub trait LockStore: Send + Sync + 'static {
         name: &LockName,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
+    /// As [`LockStore::read_with_queue`], after making sure the store has applied every
+    /// write acknowledged to anyone before the call, as [`LockStore::read_latest`] does.
+    async fn read_latest_with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
     /// The store session that queue entries made now live and die with (`None` while there
     /// is none). Asked before a join and again after it, it tells later whether an entry
     /// that is gone can have vanished with its session (see [`LockStore::entry_session_alive`]).

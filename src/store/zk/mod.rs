@@ -320,7 +320,15 @@ impl LockStore for ZkStore {
         name: &LockName,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_record_and_queue(name, deadline).await
+        self.read_record_and_queue(name, deadline, false).await
+    }
+
+    async fn read_latest_with_queue(
+        &self,
+        name: &LockName,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        self.read_record_and_queue(name, deadline, true).await
     }
 
     fn entry_session(&self) -> Option<EntrySession> {

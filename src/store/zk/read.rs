@@ -118,14 +118,7 @@ impl ZkStore {
             .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
         if sync {
-            // A follower answers reads from its own copy, which may lag the leader; `sync`
-            // makes it catch up with everything the leader had committed when the sync
-            // reached it.
-            match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(self.read_failure(Ok(e))),
-                Err(e) => return Err(self.read_failure(Err(e))),
-            }
+            self.sync_first(&client, deadline).await?;
         }
         let found = self
             .read_node_once(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
@@ -136,12 +129,26 @@ impl ZkStore {
         Ok(found)
     }
 
+    /// A follower answers reads from its own copy, which may lag the leader; `sync` makes
+    /// it catch up with everything the leader had committed when the sync reached it. A
+    /// read that follows on the same session is at least that new.
+    async fn sync_first(&self, client: &zk::Client, deadline: Instant) -> Result<(), ReadFailure> {
+        match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.read_failure(Ok(e))),
+            Err(e) => Err(self.read_failure(Err(e))),
+        }
+    }
+
+    /// The record and the queue as one state; with `sync`, after a `sync` on the same
+    /// session.
     pub(super) async fn read_record_and_queue(
         &self,
         name: &LockName,
         deadline: Instant,
+        sync: bool,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        let read = || self.read_record_and_queue_once(name, deadline);
+        let read = || self.read_record_and_queue_once(name, deadline, sync);
         self.read_again_if_cut(deadline, read).await
     }
 
@@ -149,12 +156,16 @@ impl ZkStore {
         &self,
         name: &LockName,
         deadline: Instant,
+        sync: bool,
     ) -> Result<(Option<Stored>, Vec<Waiter>), ReadFailure> {
         let client = self
             .client(deadline)
             .await
             .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
+        if sync {
+            self.sync_first(&client, deadline).await?;
+        }
         let mut reader = client.new_multi_reader();
         reader
             .add_get_data(&self.path(name))
