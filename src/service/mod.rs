@@ -323,15 +323,16 @@ impl LockService {
         latest: bool,
     ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
         let now = UnixMillis::now();
-        let stored = if latest {
-            self.store.read_latest(name, deadline).await?
+        let (stored, queue) = if latest {
+            self.store.read_latest_with_queue(name, deadline).await?
         } else {
-            self.store.read(name, deadline).await?
-        };
-        // A lock with a record may have waiters, shown too; one read of its queue.
-        let queue = match &stored {
-            Some(_) => self.store.queue(name, deadline).await?,
-            None => Vec::new(),
+            let stored = self.store.read(name, deadline).await?;
+            // A lock with a record may have waiters, shown too; one read of its queue.
+            let queue = match &stored {
+                Some(_) => self.store.queue(name, deadline).await?,
+                None => Vec::new(),
+            };
+            (stored, queue)
         };
         let record = stored.map(|s| s.record).unwrap_or_default();
         Ok((snapshot(name, &record, &queue, now), queue))
