@@ -249,20 +249,26 @@ async fn sweep_once(
 ) -> Swept {
     // After a sync, so that the listing shows this call's entry, which may have been made
     // through another server than the one this session is on.
-    let Ok((_, queue)) = store.read_latest_with_queue(name, deadline).await else {
+    let Ok((mut stored, queue)) = store.read_latest_with_queue(name, deadline).await else {
         return Swept::default();
     };
-    let mine = queue
+    let mine: Vec<Waiter> = queue
         .into_iter()
-        .filter(|w| w.key == key || me.is_some_and(|m| m.id == w.id));
+        .filter(|w| w.key == key || me.is_some_and(|m| m.id == w.id))
+        .collect();
     let mut clean = true;
-    for waiter in mine {
-        clean &= store.leave(name, &waiter, deadline).await.is_ok();
+    for waiter in &mine {
+        clean &= store.leave(name, waiter, deadline).await.is_ok();
     }
-    // Read again: a hand-off to this call may have landed before its entry was removed.
-    let Ok(stored) = store.read_latest(name, deadline).await else {
-        return Swept::default();
-    };
+    // A hand-off to this call deletes one of its entries in the same write: with none
+    // listed, any that landed shows in the record read with the listing. With some, one may
+    // have landed before their removal, so read again.
+    if !mine.is_empty() {
+        let Ok(again) = store.read_latest(name, deadline).await else {
+            return Swept::default();
+        };
+        stored = again;
+    }
     let mut freed = false;
     if let (Some(stored), Some(lease)) = (stored, claimable) {
         if holder_with_lease(&stored.record, lease).is_some() {
