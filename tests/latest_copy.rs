@@ -151,3 +151,40 @@ async fn a_release_through_an_instance_that_remembers_an_older_holder_hands_the_
     assert_eq!(released["lock"]["owner"], "z", "not handed on: {released}");
     granted(z, "z").await;
 }
+
+/// The ZooKeeper reads `svc` has sent so far: get_data, get_children, sync, multi_read.
+async fn reads_sent(svc: &Service) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for op in ["get_data", "get_children", "sync", "multi_read"] {
+        let series =
+            format!("lockwarden_zookeeper_request_duration_seconds_count{{operation=\"{op}\"}}");
+        counts.push(svc.metric(&series).await);
+    }
+    counts
+}
+
+/// What a refusal costs ZooKeeper: a try-lock on a lock held through the same instance is
+/// decided on one read of the latest copy (a `sync` and a read of record and queue, sent
+/// together), with no plain read before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_one_read_of_the_latest_copy() {
+    let root = unique_root();
+    let a = Service::start(zk_args(zk::shared(), &root)).await;
+    a.must_acquire("busy", "x", 60_000).await;
+    let before = reads_sent(&a).await;
+    for _ in 0..3 {
+        let (status, refused) = a
+            .acquire("busy", json!({"owner": "y", "lease_ms": 1000}))
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+        assert_eq!(refused["error"]["code"], "lock_held", "{refused}");
+        assert_eq!(refused["lock"]["owner"], "x", "{refused}");
+    }
+    let after = reads_sent(&a).await;
+    let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        sent,
+        [0, 0, 3, 3],
+        "get_data, get_children, sync, multi_read sent for 3 refusals"
+    );
+}

@@ -20,6 +20,7 @@ mod curator;
 mod floor;
 mod latency;
 mod memory;
+mod refusal;
 pub mod relay;
 mod scenarios;
 mod shapes;
@@ -59,7 +60,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "floor,uncontended,parallel,contended,handoff,preempt"
+        default_value = "floor,uncontended,parallel,contended,handoff,preempt,refusal"
     )]
     pub scenarios: Vec<String>,
     /// Also write the results as JSON to this file.
@@ -130,6 +131,7 @@ impl BenchArgs {
                 "contended",
                 "handoff",
                 "preempt",
+                "refusal",
                 "memory",
                 "shapes",
             ]
@@ -294,6 +296,9 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     }
     if wants("preempt") {
         rows.push(bench.preempt().await?);
+    }
+    if wants("refusal") {
+        rows.extend(bench.refusal().await?);
     }
     if wants("memory") {
         rows.extend(

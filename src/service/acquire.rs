@@ -194,10 +194,9 @@ impl LockService {
         // much: it decides again on a fresh read once it has joined, where the lock is
         // granted to it if it turns out free for it (the engine refuses such a caller only
         // for a retry or a renewal, which the record as it is decides).
-        let waits_behind = !optimistic
-            && request.lease_id.is_none()
-            && request.request_id.is_none()
-            && request.waiting_ms.is_some_and(|ms| ms > 0);
+        let may_wait = request.waiting_ms.is_some_and(|ms| ms > 0);
+        let waits_behind =
+            !optimistic && request.lease_id.is_none() && request.request_id.is_none() && may_wait;
         let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
@@ -246,6 +245,14 @@ impl LockService {
                         queue_remembered: false,
                         latest: false,
                     }
+                }
+                // A caller that will not wait, on a lock last seen here held by a live lease,
+                // is most likely refused, and a refusal is decided on the latest copy: read
+                // that at once rather than a plain read first.
+                Some(Some((record, ..)))
+                    if optimistic && !may_wait && engine::live_holder(&record, now).is_some() =>
+                {
+                    self.read_latest(name, deadline).await?
                 }
                 _ if to_refuse => self.read_latest(name, deadline).await?,
                 _ => self.read(name, deadline, now, false).await?,

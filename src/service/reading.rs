@@ -18,6 +18,13 @@
 //! waiter). Writes need no such read: they are conditional on the version read, and one
 //! planned on an old copy does not land. A refusal that is a matter of time alone (a wait
 //! that ran out) needs none either.
+//!
+//! **What it costs.** The store sends the `sync` and the read together (`store::zk::read`):
+//! a session's requests are processed in order, so the read is answered after the sync, and
+//! the pair costs about one round trip to the leader more than a plain read. An acquire that
+//! will not wait, on a lock this instance last wrote as held by a live lease, reads the
+//! latest copy at once (`acquire`): it is most likely refused, and a plain read first would
+//! only be read again.
 
 use std::time::Instant;
 

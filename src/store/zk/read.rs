@@ -1,9 +1,9 @@
-//! Reading a lock's record: alone (after a `sync` when the caller must not see a lagging
-//! follower's copy), or with its queue in one request, a read-only `multi` (ZooKeeper 3.6
-//! and later). A waiter decides each round on both, and in a standalone server every
-//! request passes one ordered pipeline, so one request instead of two is one place less
-//! in that line for the hand-off `multi` behind it. The two reads also show one state of
-//! the store, which two separate reads do not promise.
+//! Reading a lock's record: alone, or with its queue in one request, a read-only `multi`
+//! (ZooKeeper 3.6 and later); either after a `sync`, sent with it, when the caller must not
+//! see a lagging follower's copy (`read_after`). A waiter decides each round on both, and
+//! in a standalone server every request passes one ordered pipeline, so one request instead
+//! of two is one place less in that line for the hand-off `multi` behind it. The two reads
+//! also show one state of the store, which two separate reads do not promise.
 //!
 //! **A read whose connection fails under it** (lost or reset, its session gone) is sent
 //! once more while its deadline allows (`read_again_if_cut`, used here, in `queue.rs` and
@@ -86,9 +86,44 @@ impl ZkStore {
         deadline: Instant,
         call: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<Option<T>, ReadFailure> {
-        match self.within(op, deadline, call).await {
+        let answer = self.within(op, deadline, call).await;
+        self.node_read(answer)
+    }
+
+    /// A read's answer: `None` when the node does not exist.
+    fn node_read<T>(
+        &self,
+        answer: Result<Result<T, zk::Error>, NoAnswer>,
+    ) -> Result<Option<T>, ReadFailure> {
+        match answer {
             Ok(Ok(found)) => Ok(Some(found)),
             Ok(Err(zk::Error::NoNode)) => Ok(None),
+            Ok(Err(e)) => Err(self.read_failure(Ok(e))),
+            Err(e) => Err(self.read_failure(Err(e))),
+        }
+    }
+
+    /// Runs a read that was sent right after `synced` (if any), awaiting both together.
+    /// A session's requests are processed in order, and a follower holds a session's read
+    /// behind its pending `sync` until the leader has answered that sync: the read is
+    /// answered only after the sync, as if it had been sent once the sync was answered, one
+    /// round trip sooner. A failed sync fails the read, whatever the read's own answer.
+    async fn read_after<T>(
+        &self,
+        synced: Option<impl Future<Output = Result<(), zk::Error>>>,
+        op: ZkOp,
+        deadline: Instant,
+        read: impl Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, ReadFailure> {
+        let Some(synced) = synced else {
+            return self.read_node_once(op, deadline, read).await;
+        };
+        let (synced, read) = tokio::join!(
+            self.within(ZkOp::Sync, deadline, synced),
+            self.within(op, deadline, read)
+        );
+        match synced {
+            Ok(Ok(())) => self.node_read(read),
             Ok(Err(e)) => Err(self.read_failure(Ok(e))),
             Err(e) => Err(self.read_failure(Err(e))),
         }
@@ -117,27 +152,16 @@ impl ZkStore {
             .await
             .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
-        if sync {
-            self.sync_first(&client, deadline).await?;
-        }
+        // Sent in this order: the sync, then the read (see `read_after`).
+        let synced = sync.then(|| client.sync("/"));
+        let read = client.get_data(&self.path(name));
         let found = self
-            .read_node_once(ZkOp::GetData, deadline, client.get_data(&self.path(name)))
+            .read_after(synced, ZkOp::GetData, deadline, read)
             .await?;
         let session = client.session_id().0;
         let found = found.map(|(data, stat)| stored(&self.sealer, name, &data, &stat, session));
         self.record_read(name, session, Basis::of(found.as_ref()), sent);
         Ok(found)
-    }
-
-    /// A follower answers reads from its own copy, which may lag the leader; `sync` makes
-    /// it catch up with everything the leader had committed when the sync reached it. A
-    /// read that follows on the same session is at least that new.
-    async fn sync_first(&self, client: &zk::Client, deadline: Instant) -> Result<(), ReadFailure> {
-        match self.within(ZkOp::Sync, deadline, client.sync("/")).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.read_failure(Ok(e))),
-            Err(e) => Err(self.read_failure(Err(e))),
-        }
     }
 
     /// The record and the queue as one state; with `sync`, after a `sync` on the same
@@ -163,18 +187,18 @@ impl ZkStore {
             .await
             .map_err(|e| self.read_failure(Err(e)))?;
         let sent = self.contradictions.now();
-        if sync {
-            self.sync_first(&client, deadline).await?;
-        }
         let mut reader = client.new_multi_reader();
         reader
             .add_get_data(&self.path(name))
             .and_then(|()| reader.add_get_children(&self.queue_dir(name)))
             .map_err(|e| self.read_failure(Ok(e)))?;
+        // Sent in this order: the sync, then the read (see `read_after`).
+        let synced = sync.then(|| client.sync("/"));
+        let read = reader.commit();
         // Each read's absence is in its own result, so the request as a whole never
         // answers `NoNode`; were it to, the empty answer is out of shape below.
         let results = self
-            .read_node_once(ZkOp::MultiRead, deadline, reader.commit())
+            .read_after(synced, ZkOp::MultiRead, deadline, read)
             .await?
             .unwrap_or_default();
         let session = client.session_id().0;
