@@ -87,16 +87,15 @@ async fn every_scenario_runs_and_reports() {
         .find(|r| r.scenario.starts_with("preempt"))
         .unwrap();
     assert!(preempt.operations > 0, "{preempt:?}");
-    // Every try-lock was refused (the scenario fails otherwise), each on one read of the
-    // latest copy: a sync and a read, as ZooKeeper counts them, and no write (give or take
-    // another client's request in the counted batches, such as the collector's).
+    // Every try-lock was refused (the scenario fails otherwise), each on a read of the
+    // latest copy: at least a sync and a read, as ZooKeeper counts them (the other tests
+    // here share the server; tests/latest_copy.rs counts a refusal's requests exactly).
     let refusal = rows
         .iter()
         .find(|r| r.scenario.starts_with("refusal"))
         .unwrap();
     assert!(refusal.operations > 0, "{refusal:?}");
-    assert!(refusal.zk_writes_per_op < 0.1, "{refusal:?}");
-    assert!((2.0..2.1).contains(&refusal.zk_reads_per_op), "{refusal:?}");
+    assert!(refusal.zk_reads_per_op >= 2.0, "{refusal:?}");
     let listing = rows
         .iter()
         .find(|r| r.scenario.starts_with("memory: list"))

@@ -1,5 +1,5 @@
 //! A read in flight when its connection drops: a look at a lock, a validate, an acquire's
-//! first read, a listing. A read changes nothing, so the store sends it once more, on
+//! read before it refuses, a listing. A read changes nothing, so the store sends it once more, on
 //! whichever session serves by then (here the stand-in), within the call's store timeout.
 //! Before, the call answered `503` though a stand-in was ready within milliseconds:
 //! `lost_entry`'s look at the lock met that.
@@ -55,12 +55,13 @@ async fn a_validate_whose_sync_is_cut_is_answered() {
     assert_eq!(answer["current"], true, "{answer}");
 }
 
-/// An acquire that finds the lock held in what this instance remembers reads the record
-/// afresh before it answers.
+/// An acquire that finds the lock held in what this instance remembers reads the latest
+/// copy before it refuses: a `sync` and the read of record and queue, sent together. The
+/// read is cut (its sync may or may not have been answered), and the pair is sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_whose_read_is_cut_is_answered() {
     let (proxy, svc, _) = holding("cut-acquire").await;
-    proxy.set_mode(cut_after(op::GET_DATA));
+    proxy.set_mode(cut_after(op::MULTI_READ));
     let (status, refused) = svc
         .acquire(
             "cut-acquire",

@@ -11,6 +11,9 @@
 //! hand-off landed, and the force release went on to force the waiter it had handed the lock
 //! to out as well.
 //!
+//! A hand-off found landed that way is told to its waiter on the instance, as a landed one
+//! is: the waiter's watch is on the session the write was lost on.
+//!
 //! A call that does not get to see its write land (its caller left, or its rounds ran out)
 //! has its possible grant undone by a guard, which must keep looking for as long as the
 //! write may still land (`service::leaving::UndoGrant`).
@@ -74,9 +77,17 @@ async fn held_with_a_waiter(
     (held, waiter)
 }
 
-/// The waiter was handed the lock, and holds it.
+/// The waiter was handed the lock, and holds it. It hears so from the release here, within
+/// `WINDOW` of that release's answer: its watch is on the session the hand-off was lost on,
+/// which cannot come back meanwhile (before, it heard only when that session expired, and
+/// sometimes only `503`).
 async fn the_waiter_holds(svc: &Service, name: &str, waiter: JoinHandle<(StatusCode, Value)>) {
-    let granted = waiting::granted(waiter, "next").await;
+    let (status, granted) = tokio::time::timeout(WINDOW, waiter)
+        .await
+        .expect("the waiter was not told of its grant while its session was away")
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    assert_eq!(granted["lock"]["owner"], "next", "{granted}");
     let info = svc.info(name).await;
     assert_eq!(info["owner"], "next", "the waiter keeps the lock: {info}");
     assert_eq!(info["fencing_token"], granted["fencing_token"], "{info}");

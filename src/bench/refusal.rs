@@ -3,7 +3,8 @@
 //! after a `sync`: `service::reading`), so its floor is that read made by the bench's own
 //! ZooKeeper client: a `sync` and a `getData` of one znode, sent together. The two sides
 //! alternate in batches of 50 within each of `--rounds` rounds, as the uncontended cycle
-//! does, and ZooKeeper's counters are read around the service's batches only.
+//! does, and ZooKeeper's counters are read around the service's batches only. The lock has
+//! been held for `HELD_FOR` when they begin.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,9 @@ use super::Row;
 
 const BATCH: usize = 50;
 
+/// How long the lock has been held when the try-locks begin.
+const HELD_FOR: Duration = Duration::from_millis(2500);
+
 impl Bench {
     /// The refusal row and its interleaved floor's.
     pub async fn refusal(&self) -> Result<Vec<Row>, String> {
@@ -28,6 +32,10 @@ impl Bench {
         if status != 200 {
             return Err(format!("the holder's acquire answered {status}: {holder}"));
         }
+        // A lock held for a while, as most are when a try-lock meets them: the instance's
+        // memory of the grant is older than its store timeout (2 s by default), after which
+        // it no longer writes on it.
+        tokio::time::sleep(HELD_FOR).await;
         let mut connection = Connection::open(&self.args.url, self.args.token.as_deref()).await?;
         let path = format!("/v1/locks/{}-refused/acquire", self.run);
         let body = Bytes::from(json!({"owner": "prober", "lease_ms": 1000}).to_string());

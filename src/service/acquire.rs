@@ -197,11 +197,17 @@ impl LockService {
         let may_wait = request.waiting_ms.is_some_and(|ms| ms > 0);
         let waits_behind =
             !optimistic && request.lease_id.is_none() && request.request_id.is_none() && may_wait;
-        let mut first = (optimistic || waits_behind).then(|| self.cache.get(name));
+        // A caller that will not wait, on a lock this instance last wrote as held by a live
+        // lease, is most likely refused, and a refusal is decided on the latest copy: its
+        // first round reads that, rather than write optimistically or read plainly first.
+        let likely_refused =
+            optimistic && !may_wait && self.cache.last_written_held(name, UnixMillis::now());
+        let mut first =
+            (!likely_refused && (optimistic || waits_behind)).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
         // The next round reads after a `sync`: it is to decide a refusal (see `reading`).
-        let mut refusing = false;
+        let mut refusing = likely_refused;
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
@@ -245,14 +251,6 @@ impl LockService {
                         queue_remembered: false,
                         latest: false,
                     }
-                }
-                // A caller that will not wait, on a lock last seen here held by a live lease,
-                // is most likely refused, and a refusal is decided on the latest copy: read
-                // that at once rather than a plain read first.
-                Some(Some((record, ..)))
-                    if optimistic && !may_wait && engine::live_holder(&record, now).is_some() =>
-                {
-                    self.read_latest(name, deadline).await?
                 }
                 _ if to_refuse => self.read_latest(name, deadline).await?,
                 _ => self.read(name, deadline, now, false).await?,

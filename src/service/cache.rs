@@ -138,6 +138,16 @@ impl RecordCache {
             .then(|| (entry.record.clone(), entry.version, entry.rest.clone()))
     }
 
+    /// Whether the record this instance wrote last for `name`, however long ago, has a
+    /// holder whose lease has not run out at `now`. A hint for which read a call starts
+    /// with, never a basis for a write or an answer: unlike `get`, it ignores `max_age`.
+    pub fn last_written_held(&self, name: &LockName, now: UnixMillis) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(name)
+            .is_some_and(|entry| crate::engine::live_holder(&entry.record, now).is_some())
+    }
+
     /// How many remembered records have a holder whose lease has not run out at `now`:
     /// the locks held as far as this instance knows. (A scrape walks every entry, under the
     /// lock, once: at most `MAX_ENTRIES`.)

@@ -147,6 +147,8 @@ impl LockService {
         // write (a stand-in, a new session), which is not ordered after it, so the write may
         // land after all.
         let mut ending: Option<LockRecord> = None;
+        // The waiters this call's hand-offs went to: one may land late (see `ending`).
+        let mut tried: Vec<Waiter> = Vec::new();
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
@@ -174,6 +176,7 @@ impl LockService {
                 _ => false,
             };
             if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
+                self.tell_handed_late(name, &record, &tried);
                 return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
             }
             let decision = decide(&record, &queue, now);
@@ -195,6 +198,9 @@ impl LockService {
             // What this round writes: the record handed to the next waiter, or a free record.
             let (mut expected, to, to_here) = match &decision {
                 ReleaseDecision::HandOff { to } => {
+                    if !tried.iter().any(|w| w.id == to.id) {
+                        tried.push(to.clone());
+                    }
                     let here = self.local.ticket(name, &to.id);
                     let to_here = here.is_some();
                     let ticket = match here {
@@ -331,6 +337,21 @@ impl LockService {
             }
         }
         Err(too_busy())
+    }
+
+    /// A hand-off of this call's that landed late (after its lost answer was read back as
+    /// not landed) is told to its waiter here, as a landed one is: the waiter may be parked
+    /// on a watch of a session that is away (the one the write was lost on), whose event
+    /// would come only when that session is back, or never.
+    fn tell_handed_late(&self, name: &LockName, record: &LockRecord, tried: &[Waiter]) {
+        for to in tried {
+            let Some(ticket) = self.local.ticket(name, &to.id) else {
+                continue;
+            };
+            if engine::holder_with_lease(record, &ticket.lease_id).is_some() {
+                self.local.handed(name, &to.id, record);
+            }
+        }
     }
 
     /// Tells each rider of a hand-off what came of it (`carried`: what the store said of

@@ -20,6 +20,7 @@ pub mod op {
     pub const CREATE_CONTAINER: i32 = 19;
     pub const DELETE_CONTAINER: i32 = 20;
     pub const CREATE_TTL: i32 = 21;
+    pub const MULTI_READ: i32 = 22;
     pub const CLOSE_SESSION: i32 = -11;
 
     /// Whether a request of this type goes through the leader (the writes, `sync` and the

@@ -86,16 +86,7 @@ impl ZkStore {
         deadline: Instant,
         call: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<Option<T>, ReadFailure> {
-        let answer = self.within(op, deadline, call).await;
-        self.node_read(answer)
-    }
-
-    /// A read's answer: `None` when the node does not exist.
-    fn node_read<T>(
-        &self,
-        answer: Result<Result<T, zk::Error>, NoAnswer>,
-    ) -> Result<Option<T>, ReadFailure> {
-        match answer {
+        match self.within(op, deadline, call).await {
             Ok(Ok(found)) => Ok(Some(found)),
             Ok(Err(zk::Error::NoNode)) => Ok(None),
             Ok(Err(e)) => Err(self.read_failure(Ok(e))),
@@ -103,11 +94,13 @@ impl ZkStore {
         }
     }
 
-    /// Runs a read that was sent right after `synced` (if any), awaiting both together.
-    /// A session's requests are processed in order, and a follower holds a session's read
-    /// behind its pending `sync` until the leader has answered that sync: the read is
-    /// answered only after the sync, as if it had been sent once the sync was answered, one
-    /// round trip sooner. A failed sync fails the read, whatever the read's own answer.
+    /// Runs a read that was sent right after `synced` (if any). A session's requests are
+    /// processed in order, and a follower holds a session's read behind its pending `sync`
+    /// until the leader has answered that sync: the read is answered only after the sync, as
+    /// if it had been sent once the sync was answered, one round trip sooner. A failed sync
+    /// fails the read at once (the read is not awaited: it may still be queued in the
+    /// client, to go out on the next connection), so that the caller can try again on
+    /// another session (`read_again_if_cut`).
     async fn read_after<T>(
         &self,
         synced: Option<impl Future<Output = Result<(), zk::Error>>>,
@@ -115,18 +108,14 @@ impl ZkStore {
         deadline: Instant,
         read: impl Future<Output = Result<T, zk::Error>>,
     ) -> Result<Option<T>, ReadFailure> {
-        let Some(synced) = synced else {
-            return self.read_node_once(op, deadline, read).await;
-        };
-        let (synced, read) = tokio::join!(
-            self.within(ZkOp::Sync, deadline, synced),
-            self.within(op, deadline, read)
-        );
-        match synced {
-            Ok(Ok(())) => self.node_read(read),
-            Ok(Err(e)) => Err(self.read_failure(Ok(e))),
-            Err(e) => Err(self.read_failure(Err(e))),
+        if let Some(synced) = synced {
+            match self.within(ZkOp::Sync, deadline, synced).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(self.read_failure(Ok(e))),
+                Err(e) => return Err(self.read_failure(Err(e))),
+            }
         }
+        self.read_node_once(op, deadline, read).await
     }
 
     /// The record alone; with `sync`, only after the server has applied every write
