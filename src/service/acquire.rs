@@ -198,8 +198,9 @@ impl LockService {
         let waits_behind =
             !optimistic && request.lease_id.is_none() && request.request_id.is_none() && may_wait;
         // A caller that will not wait, on a lock this instance last wrote as held by a live
-        // lease, is most likely refused, and a refusal is decided on the latest copy: its
-        // first round reads that, rather than write optimistically or read plainly first.
+        // lease (and no caller waits for here), is most likely refused, and a refusal is
+        // decided on the latest copy: its first round reads that, rather than write
+        // optimistically or read plainly first.
         let likely_refused =
             optimistic && !may_wait && self.cache.last_written_held(name, UnixMillis::now());
         let mut first =

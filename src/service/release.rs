@@ -1,7 +1,9 @@
 //! Renew, release and force release. Each first tries the record this instance wrote last
 //! (a conditional write on its version, with no read), and falls back to reading when the
 //! record changed. A release with callers waiting hands the lock to the next one in the same
-//! write; a waiter on this instance is told in-process.
+//! write; a waiter on this instance is told in-process, also when that write's answer was
+//! lost and a later round finds it landed (`tell_handed_late`): the waiter's watch may be on
+//! the session the write was lost on, which may not come back.
 
 use std::time::Instant;
 
