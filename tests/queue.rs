@@ -361,3 +361,27 @@ async fn waiters_on_two_instances_are_served_in_one_global_order() {
         .collect();
     assert_eq!(order, ["c0", "c1", "c2", "c3", "c4", "c5"]);
 }
+
+/// A waiter handed the lock by a release on its own instance hears of it in process; its
+/// grant still says how many callers wait behind it, as one read from ZooKeeper does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_handed_over_here_counts_the_callers_behind_it() {
+    let svc = Arc::new(Service::zk().await);
+    let first = svc.must_acquire("counted", "first", 60_000).await;
+    let second = common::waiting::queued(&svc, "counted", "second");
+    svc.wait_for_waiters("counted", 1).await;
+    let third = common::waiting::queued(&svc, "counted", "third");
+    svc.wait_for_waiters("counted", 2).await;
+    let (status, released) = svc
+        .release("counted", first["lease_id"].as_str().unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let second = common::waiting::granted(second, "second").await;
+    assert_eq!(second["lock"]["waiters"], 1, "third waits behind: {second}");
+    let (status, released) = svc
+        .release("counted", second["lease_id"].as_str().unwrap())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let third = common::waiting::granted(third, "third").await;
+    assert_eq!(third["lock"]["waiters"], 0, "{third}");
+}

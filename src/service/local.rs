@@ -21,8 +21,9 @@ pub enum Notice {
     /// A write that hands the lock to the waiter is in flight: a change to the record seen
     /// meanwhile is most likely that write, and the waiter need not read to find out.
     Pending,
-    /// This record, already written, hands the waiter the lock.
-    Handed(Box<LockRecord>),
+    /// This record, already written, hands the waiter the lock, with the callers queued
+    /// behind the waiter as the release knew them.
+    Handed(Box<(LockRecord, Vec<Waiter>)>),
 }
 
 type HandedSender = watch::Sender<Notice>;
@@ -137,9 +138,11 @@ impl LocalWaiters {
             .map(|(t, _)| t.clone())
     }
 
-    /// Tells a local waiter that `record` (already written) hands it the lock.
-    pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord) {
-        self.tell(name, id, |_| Some(Notice::Handed(Box::new(record.clone()))));
+    /// Tells a local waiter that `record` (already written) hands it the lock, with `rest`
+    /// queued behind it.
+    pub fn handed(&self, name: &LockName, id: &str, record: &LockRecord, rest: &[Waiter]) {
+        let handed = Box::new((record.clone(), rest.to_vec()));
+        self.tell(name, id, |_| Some(Notice::Handed(handed)));
     }
 
     /// Tells a local waiter that a write handing it the lock is in flight, until the guard

@@ -178,7 +178,7 @@ impl LockService {
                 _ => false,
             };
             if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
-                self.tell_handed_late(name, &record, &tried);
+                self.tell_handed_late(name, &record, &queue, &tried);
                 return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
             }
             let decision = decide(&record, &queue, now);
@@ -321,8 +321,8 @@ impl LockService {
                     // Remembered before the new holder is told: the waiter behind it goes on
                     // when the new holder's call ends, and decides on what is remembered.
                     self.cache
-                        .remember_with_rest(name, &landed, version, rest, to_here);
-                    self.local.handed(name, &to.id, &landed);
+                        .remember_with_rest(name, &landed, version, rest.clone(), to_here);
+                    self.local.handed(name, &to.id, &landed, &rest);
                     drop(pending);
                     return Ok((after, Some(record)));
                 }
@@ -345,13 +345,20 @@ impl LockService {
     /// not landed) is told to its waiter here, as a landed one is: the waiter may be parked
     /// on a watch of a session that is away (the one the write was lost on), whose event
     /// would come only when that session is back, or never.
-    fn tell_handed_late(&self, name: &LockName, record: &LockRecord, tried: &[Waiter]) {
+    fn tell_handed_late(
+        &self,
+        name: &LockName,
+        record: &LockRecord,
+        queue: &[Waiter],
+        tried: &[Waiter],
+    ) {
         for to in tried {
             let Some(ticket) = self.local.ticket(name, &to.id) else {
                 continue;
             };
             if engine::holder_with_lease(record, &ticket.lease_id).is_some() {
-                self.local.handed(name, &to.id, record);
+                let rest: Vec<Waiter> = queue.iter().filter(|w| w.id != to.id).cloned().collect();
+                self.local.handed(name, &to.id, record, &rest);
             }
         }
     }

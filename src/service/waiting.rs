@@ -162,9 +162,10 @@ impl LockService {
                 }
                 // A release on this instance handed the lock over and says so directly.
                 Ok(()) = handed.changed() => match handed.borrow_and_update().clone() {
-                    Notice::Handed(record) => {
+                    Notice::Handed(handed) => {
                         self.metrics.wakeups.at(Wakeup::Handed).inc();
-                        return Ok(self.granted(name, ticket, &record, &[], UnixMillis::now()));
+                        let (record, rest) = &*handed;
+                        return Ok(self.granted(name, ticket, record, rest, UnixMillis::now()));
                     }
                     Notice::Pending | Notice::Idle => continue,
                 },
