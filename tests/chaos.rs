@@ -4,7 +4,8 @@
 //! Every scenario runs the workload of 16 clients under one kind of fault, then checks: no
 //! overlapping grants, increasing tokens, no stale validate, no lost lease, every lock takeable
 //! on every instance afterwards, and no garbage after the collector's delays. The scenarios
-//! share the machine's two cores, so they run one at a time.
+//! share the machine's two cores, so their busy parts run one at a time
+//! (`nemesis::busy_turn`); a run's wait for the collector overlaps the next run's start.
 //!
 //! `./scripts/chaos --duration S --seed N` runs `chaos_run` with those settings.
 
@@ -13,10 +14,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::nemesis::{self, Cluster, Fault, STORE_TIMEOUT_MS};
-use tokio::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
-
 const SCENARIO: Duration = Duration::from_secs(20);
 
 /// Runs the workload under `faults` and checks its history. An ensemble that takes most of
@@ -24,7 +21,6 @@ const SCENARIO: Duration = Duration::from_secs(20);
 /// 20 s once in CI) leaves too few grants to judge. Such a run is still checked in full,
 /// and the scenario then runs once more; only a second such run fails.
 async fn scenario(faults: &[Fault], seed: u64) {
-    let _turn = ONE_AT_A_TIME.lock().await;
     for attempt in 1..=2 {
         let outcome = nemesis::run(faults, SCENARIO, seed, 16).await;
         eprintln!(
@@ -48,7 +44,6 @@ async fn scenario(faults: &[Fault], seed: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clocks_skewed_by_five_seconds_between_instances() {
     for seed in [2, 3] {
-        let _turn = ONE_AT_A_TIME.lock().await;
         let outcome = nemesis::run(&[], SCENARIO, seed, 16).await;
         eprintln!("clock skew (seed {seed}):\n{}", outcome.summary());
         assert!(outcome.report.grants > 10, "too little happened to judge");
@@ -99,7 +94,7 @@ async fn answers_to_every_kind_of_write_are_lost() {
 /// hangs), and the service serves again within 5 s of the quorum's return, with no restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_loss_answers_503_quickly_and_recovers() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = nemesis::busy_turn().await;
     let cluster = Cluster::start(2, 0).await;
     let http = common::http_client();
     let leader = cluster.ensemble.leader().await.expect("a leader");
@@ -164,7 +159,7 @@ async fn quorum_loss_under_load() {
 /// instance), and its waiters are gone within the session timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_instances_holders_survive_and_its_waiters_go() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = nemesis::busy_turn().await;
     let mut cluster = Cluster::start(2, 0).await;
     let urls = cluster.urls();
     let http = common::http_client();
@@ -237,7 +232,6 @@ async fn a_killed_instances_holders_survive_and_its_waiters_go() {
 /// 150, CI's short run). `./scripts/chaos` sets the variables.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_run() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let seconds: u64 = std::env::var("CHAOS_DURATION_S")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -95,8 +95,10 @@ impl ChaosOutcome {
 }
 
 /// Runs the workload for `duration` while the nemesis injects `faults` (chosen by `seed`,
-/// one at a time with calm gaps), then checks the history, liveness and garbage.
+/// one at a time with calm gaps), then checks the history, liveness and garbage. The run
+/// holds the busy turn until the liveness probe is done.
 pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize) -> ChaosOutcome {
+    let turn = super::busy_turn().await;
     let mut rng = fastrand::Rng::with_seed(seed);
     // Instance 1's clock runs ahead for an even seed, behind for an odd one.
     let skew = if seed % 2 == 0 { SKEW_MS } else { -SKEW_MS };
@@ -124,6 +126,7 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     }
     let history = workload.await.expect("the workload task");
     let liveness_failures = liveness_probe(&cluster.urls(), &locks, Duration::from_secs(30)).await;
+    drop(turn);
     let report = check(
         &history,
         &CheckConfig {

@@ -20,6 +20,16 @@ mod evidence;
 #[allow(unused_imports)]
 pub use chaos::{run, ChaosOutcome};
 
+/// Taken for the busy part of a run: starting the cluster, the workload under faults and the
+/// liveness probe. Those share the machine's two cores, so runs take turns for them. The
+/// quiet end of a run, waiting out the collector's two delays (about 14 s of idle processes
+/// and a few collector writes), needs no turn and overlaps the next run's start.
+static BUSY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub async fn busy_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    BUSY.lock().await
+}
+
 pub const SESSION_TIMEOUT_MS: u64 = 3000;
 /// A write through the lagging follower takes about twice its lag, a sync as long.
 pub const STORE_TIMEOUT_MS: u64 = 1000;
