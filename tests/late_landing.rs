@@ -16,7 +16,8 @@
 //!
 //! A call that does not get to see its write land (its caller left, or its rounds ran out)
 //! has its possible grant undone by a guard, which must keep looking for as long as the
-//! write may still land (`service::leaving::UndoGrant`).
+//! write may still land (`service::leaving::UndoGrant`); a release's possible hand-off is
+//! told to its waiter here by a guard of the same kind (`service::unsettled`).
 //!
 //! On a real ZooKeeper behind `common::late_write`: the first `multi` after arming is held
 //! for `HOLD` while its client's connection is closed; the instance's stand-in reads the
@@ -133,6 +134,34 @@ async fn a_forced_hand_off_that_lands_after_its_read_back_ends_one_hold() {
     let (status, forced) = landing_late(&proxy, force).await;
     assert_eq!(status, StatusCode::OK, "{forced}");
     the_waiter_holds(&proxy, &svc, "forced-late", waiter).await;
+}
+
+/// A release whose caller goes away while its hand-off is on its way (no session serves the
+/// instance until then, so the call learns nothing), and the write lands later: the waiter
+/// here hears of its grant from what the release left behind (`service::unsettled`), before
+/// any session resumes through the proxy. Before, it sat on its watch of the session the
+/// write was lost on until that session came back or ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_that_lands_after_its_releaser_left_is_told_to_its_waiter() {
+    let (proxy, svc) = behind_late_write().await;
+    let (held, waiter) = held_with_a_waiter(&svc, "left-late").await;
+    let lease = held["lease_id"].as_str().unwrap().to_owned();
+    proxy.refuse_fresh_for(Duration::from_millis(800));
+    proxy.arm();
+    let call = {
+        let svc = svc.clone();
+        tokio::spawn(async move { svc.release("left-late", &lease).await })
+    };
+    common::eventually(Duration::from_secs(5), "the hand-off held", || async {
+        proxy.fired()
+    })
+    .await;
+    call.abort();
+    assert!(
+        !proxy.delivered(),
+        "the caller left before its hand-off landed"
+    );
+    the_waiter_holds(&proxy, &svc, "left-late", waiter).await;
 }
 
 /// A caller that goes away while its grant is on its way: the call's guard undoes whatever

@@ -146,9 +146,13 @@ impl LocalWaiters {
     }
 
     /// Tells a local waiter that a write handing it the lock is in flight, until the guard
-    /// goes: then, unless it was handed the lock meanwhile, that the write did not land.
+    /// goes: then, unless it was handed the lock meanwhile, that the write did not land. A
+    /// waiter already told it was handed the lock stays told: another release here (a retry,
+    /// a force release) may plan a write on a copy older than that hand-off.
     pub fn pending<'a>(&'a self, name: &'a LockName, id: &'a str) -> PendingHandOff<'a> {
-        self.tell(name, id, |_| Some(Notice::Pending));
+        self.tell(name, id, |notice| {
+            (!matches!(notice, Notice::Handed(_))).then_some(Notice::Pending)
+        });
         PendingHandOff {
             local: self,
             name,
@@ -295,6 +299,29 @@ mod tests {
         assert_eq!(ahead(&low_early).as_deref(), Some("mid2"));
         drop(_guards);
         assert_eq!(ahead(&me), None, "gone with their registrations");
+    }
+
+    #[test]
+    fn a_waiter_told_it_was_handed_the_lock_stays_told() {
+        let local = LocalWaiters::default();
+        let lock = LockName::parse("told").unwrap();
+        let me = waiter(5, "me", 1);
+        let (handed, _registered) = local.register(&lock, &me, &ticket(5, "me"));
+        local.handed(&lock, &me.id, &LockRecord::default(), &[]);
+        // Another release here plans a write on a copy older than that hand-off, and it
+        // does not land: the waiter must not be told the lock was not handed to it.
+        drop(local.pending(&lock, &me.id));
+        assert!(
+            matches!(*handed.borrow(), Notice::Handed(_)),
+            "still handed"
+        );
+        // Without a hand-off before it, a write that did not land leaves the waiter idle.
+        let other = waiter(5, "other", 2);
+        let (theirs, _registered_too) = local.register(&lock, &other, &ticket(5, "other"));
+        let pending = local.pending(&lock, &other.id);
+        assert!(matches!(*theirs.borrow(), Notice::Pending));
+        drop(pending);
+        assert!(matches!(*theirs.borrow(), Notice::Idle));
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod reading;
 mod release;
 mod replies;
 mod round;
+mod unsettled;
 mod waiting;
 
 use crate::metrics::Metrics;
@@ -127,7 +128,7 @@ pub struct LockService {
     events: Arc<dyn EventSink>,
     pub metrics: Arc<Metrics>,
     cache: cache::RecordCache,
-    local: local::LocalWaiters,
+    local: Arc<local::LocalWaiters>,
     joins: group_commit::JoinBatches,
     /// See `joining::await_release_here`.
     head_grace: Duration,
@@ -238,7 +239,7 @@ impl LockService {
             // Cached versions are only used while they are younger than one request timeout,
             // which `ServeArgs::check` counts in the collector's delay.
             cache: cache::RecordCache::new(store_timeout),
-            local: local::LocalWaiters::default(),
+            local: Arc::default(),
             joins: group_commit::JoinBatches::new(timing.join_window),
             head_grace: timing.head_grace,
             audit: Arc::new(crate::audit::AuditLog::Tracing),

@@ -2,14 +2,16 @@
 //! (a conditional write on its version, with no read), and falls back to reading when the
 //! record changed. A release with callers waiting hands the lock to the next one in the same
 //! write; a waiter on this instance is told in-process, also when that write's answer was
-//! lost and a later round finds it landed (`tell_handed_late`): the waiter's watch may be on
-//! the session the write was lost on, which may not come back.
+//! lost and a later round finds it landed: the waiter's watch may be on the session the write
+//! was lost on, which may not come back. A release that ends before it knows (its caller
+//! left mid-write, an error, or no rounds left) leaves that to `unsettled`.
 
 use std::time::Instant;
 
 use super::events::{affected_by, EventKind};
 use super::group_commit::{Carried, Rider};
 use super::reading::Source;
+use super::unsettled::{tell_handed, UnsettledHandOff};
 use super::{
     outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
     ServiceError, MAX_ROUNDS,
@@ -149,8 +151,18 @@ impl LockService {
         // write (a stand-in, a new session), which is not ordered after it, so the write may
         // land after all.
         let mut ending: Option<LockRecord> = None;
-        // The waiters this call's hand-offs went to: one may land late (see `ending`).
-        let mut tried: Vec<Waiter> = Vec::new();
+        // The waiters this call's hand-offs went to (one may land late, see `ending`), and,
+        // armed while a hand-off's outcome is unknown, what tells a waiter here if the call
+        // ends before it knows (see `unsettled`).
+        let mut unsettled = UnsettledHandOff {
+            store: &self.store,
+            local: &self.local,
+            name,
+            tried: Vec::new(),
+            armed: false,
+            landing_window: self.landing_window,
+            store_timeout: self.store_timeout,
+        };
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();
@@ -178,7 +190,8 @@ impl LockService {
                 _ => false,
             };
             if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
-                self.tell_handed_late(name, &record, &queue, &tried);
+                tell_handed(&self.local, name, &record, &queue, &unsettled.tried);
+                unsettled.armed = false;
                 return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
             }
             let decision = decide(&record, &queue, now);
@@ -200,9 +213,7 @@ impl LockService {
             // What this round writes: the record handed to the next waiter, or a free record.
             let (mut expected, to, to_here) = match &decision {
                 ReleaseDecision::HandOff { to } => {
-                    if !tried.iter().any(|w| w.id == to.id) {
-                        tried.push(to.clone());
-                    }
+                    unsettled.tried(to);
                     let here = self.local.ticket(name, &to.id);
                     let to_here = here.is_some();
                     let ticket = match here {
@@ -237,6 +248,7 @@ impl LockService {
             let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
+                    unsettled.armed |= to_here;
                     let started = Instant::now();
                     let handed = self
                         .store
@@ -294,7 +306,11 @@ impl LockService {
                         }
                     }
                 }
-                Ok(_) => None,
+                // Refused by its condition: it never lands. One before it still may.
+                Ok(_) => {
+                    unsettled.armed = ending.is_some();
+                    None
+                }
                 Err(error) => return Err(error.into()),
             };
             let Some((landed, version)) = landed else {
@@ -302,6 +318,9 @@ impl LockService {
                 self.cache.forget(name);
                 continue;
             };
+            // This write landed on the version an earlier unsettled one of this call was
+            // planned on, or a later one: that one never will.
+            unsettled.armed = false;
             if let Some(ended) = &record.holder {
                 let end = match (forced, to) {
                     (Some(_), _) => HoldEnd::Forced,
@@ -339,28 +358,6 @@ impl LockService {
             }
         }
         Err(too_busy())
-    }
-
-    /// A hand-off of this call's that landed late (after its lost answer was read back as
-    /// not landed) is told to its waiter here, as a landed one is: the waiter may be parked
-    /// on a watch of a session that is away (the one the write was lost on), whose event
-    /// would come only when that session is back, or never.
-    fn tell_handed_late(
-        &self,
-        name: &LockName,
-        record: &LockRecord,
-        queue: &[Waiter],
-        tried: &[Waiter],
-    ) {
-        for to in tried {
-            let Some(ticket) = self.local.ticket(name, &to.id) else {
-                continue;
-            };
-            if engine::holder_with_lease(record, &ticket.lease_id).is_some() {
-                let rest: Vec<Waiter> = queue.iter().filter(|w| w.id != to.id).cloned().collect();
-                self.local.handed(name, &to.id, record, &rest);
-            }
-        }
     }
 
     /// Tells each rider of a hand-off what came of it (`carried`: what the store said of
