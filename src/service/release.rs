@@ -248,7 +248,9 @@ impl LockService {
             let pending = to.map(|to| self.local.pending(name, &to.id));
             let outcome = match to {
                 Some(to) => {
-                    unsettled.armed |= to_here;
+                    // Whether the waiter is here is asked again when the guard goes: one
+                    // whose join is still being answered may register meanwhile.
+                    unsettled.armed = true;
                     let started = Instant::now();
                     let handed = self
                         .store

@@ -14,7 +14,13 @@
 //! The task only tells: a waiter is told of a grant only when a read after a `sync` shows
 //! its lease holding the lock, the test a landed write's answer passes too. It stops when no
 //! waiter it could tell is registered here any more (each ended its call), when it told one,
-//! or when no write of the release can land any more.
+//! or when the window in which the release's writes could land has passed (it does not
+//! notice the lock going to someone else: it reads on, about once a second, until one of
+//! those).
+//!
+//! The guard is armed for every hand-off whose outcome is unknown, wherever its waiter
+//! waits: whether that waiter waits here is asked when the guard goes, since one whose join
+//! was still being answered when the release decided may have registered since.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
