@@ -154,15 +154,7 @@ impl LockService {
         // The waiters this call's hand-offs went to (one may land late, see `ending`), and,
         // armed while a hand-off's outcome is unknown, what tells a waiter here if the call
         // ends before it knows (see `unsettled`).
-        let mut unsettled = UnsettledHandOff {
-            store: &self.store,
-            local: &self.local,
-            name,
-            tried: Vec::new(),
-            armed: false,
-            landing_window: self.landing_window,
-            store_timeout: self.store_timeout,
-        };
+        let mut unsettled = UnsettledHandOff::new(self, name);
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
             let now = UnixMillis::now();

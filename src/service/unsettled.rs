@@ -22,31 +22,35 @@
 //! waits: whether that waiter waits here is asked when the guard goes, since one whose join
 //! was still being answered when the release decided may have registered since.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::local::LocalWaiters;
+use super::LockService;
 use crate::engine;
 use crate::model::LockName;
 use crate::record::LockRecord;
-use crate::store::LockStore;
 use crate::waiter::Waiter;
 
 /// The waiters a release's hand-offs went to, and whether one of those writes is unsettled.
 /// Dropped while `armed`, it leaves the task of the module doc behind (it costs nothing
 /// before that: a release makes one).
 pub(super) struct UnsettledHandOff<'a> {
-    pub(super) store: &'a Arc<dyn LockStore>,
-    pub(super) local: &'a Arc<LocalWaiters>,
-    pub(super) name: &'a LockName,
+    service: &'a LockService,
+    name: &'a LockName,
     pub(super) tried: Vec<Waiter>,
     pub(super) armed: bool,
-    /// How long after it was sent a write may still land.
-    pub(super) landing_window: Duration,
-    pub(super) store_timeout: Duration,
 }
 
-impl UnsettledHandOff<'_> {
+impl<'a> UnsettledHandOff<'a> {
+    pub(super) fn new(service: &'a LockService, name: &'a LockName) -> Self {
+        UnsettledHandOff {
+            service,
+            name,
+            tried: Vec::new(),
+            armed: false,
+        }
+    }
+
     pub(super) fn tried(&mut self, to: &Waiter) {
         if !self.tried.iter().any(|w| w.id == to.id) {
             self.tried.push(to.clone());
@@ -56,19 +60,21 @@ impl UnsettledHandOff<'_> {
 
 impl Drop for UnsettledHandOff<'_> {
     fn drop(&mut self) {
-        let here = |w: &Waiter| self.local.ticket(self.name, &w.id).is_some();
+        let service = self.service;
+        let here = |w: &Waiter| service.local.ticket(self.name, &w.id).is_some();
         if !self.armed || !self.tried.iter().any(here) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = self.store.clone();
-        let local = self.local.clone();
+        let store = service.store.clone();
+        let local = service.local.clone();
         let name = self.name.clone();
         let tried = std::mem::take(&mut self.tried);
-        let until = Instant::now() + self.landing_window;
-        let timeout = self.store_timeout;
+        // How long after it was sent a write may still land.
+        let until = Instant::now() + service.landing_window;
+        let timeout = service.store_timeout;
         runtime.spawn(async move {
             let mut pause = Duration::from_millis(50);
             while Instant::now() < until {
