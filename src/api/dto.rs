@@ -72,6 +72,10 @@ pub struct LockInfo {
 }
 
 impl LockInfo {
+    /// When the lock may be taken over, while its lease has ended but another instance's
+    /// clock may not say so yet (the takeover margin); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover_at: Option<String>,
     /// Renders a snapshot; `asking_owner` is the `?owner=` of a GET.
     pub fn of(lock: &LockSnapshot, asking_owner: Option<&str>) -> LockInfo {
         let now = lock.read_at;
@@ -112,6 +116,7 @@ impl LockInfo {
         }
     }
 }
+            takeover_at: lock.takeover_at.and_then(rfc3339),
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

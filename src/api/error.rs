@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::dto::LockInfo;
+use crate::model::LockName;
 use crate::service::{Refusal, ServiceError};
 
 /// Every stable error code the API returns.
@@ -111,15 +112,24 @@ pub struct ApiError {
     pub lock: Option<Box<LockInfo>>,
     /// Set on acquire, whose refusals also say `"acquired": false`.
     pub on_acquire: bool,
+    /// The `Retry-After` header, in seconds, when the answer says when to come back.
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        // Capacity and the store come back on their own: a short pause is the best guess.
+        let retry_after_secs = matches!(
+            code,
+            ErrorCode::StoreUnavailable | ErrorCode::TooManyWaiters
+        )
+        .then_some(1);
         ApiError {
             code,
             message: message.into(),
             lock: None,
             on_acquire: false,
+            retry_after_secs,
         }
     }
 
@@ -141,7 +151,7 @@ impl From<ServiceError> for ApiError {
                 let info = LockInfo::of(&lock, None);
                 let name = &lock.name;
                 let (code, message) = match refusal {
-                    Refusal::LockHeld => (ErrorCode::LockHeld, format!("lock '{name}' is held by another caller")),
+                    Refusal::LockHeld { retry_at } => (ErrorCode::LockHeld, lock_held_message(name, &info, retry_at.is_some())),
                     Refusal::NotOwner => (ErrorCode::NotOwner, format!("that lease does not hold lock '{name}'")),
                     Refusal::NameConflict => (
                         ErrorCode::NameConflict,
@@ -165,8 +175,15 @@ impl From<ServiceError> for ApiError {
                         format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
                     ),
                 };
+                let retry_after_secs = match refusal {
+                    Refusal::LockHeld {
+                        retry_at: Some(at),
+                    } => Some(lock.read_at.millis_until(at).div_ceil(1000).max(1)),
+                    _ => None,
+                };
                 ApiError {
                     lock: Some(Box::new(info)),
+                    retry_after_secs,
                     ..ApiError::new(code, message)
                 }
             }
@@ -188,6 +205,21 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// The message of a `lock_held` refusal. Within the takeover margin the lock shows
+/// `expired`, so "held" would contradict it: the message says when it may be taken over,
+/// and by whom when that is not the caller who asks again (`open`: `engine::retry_at`).
+fn lock_held_message(name: &LockName, lock: &LockInfo, open: bool) -> String {
+    let Some(at) = &lock.takeover_at else {
+        return format!("lock '{name}' is held by another caller");
+    };
+    let why = "once the lease has ended on every instance's clock (--max-clock-skew-ms)";
+    if open {
+        format!("the lease on lock '{name}' has ended; the lock may be taken over at {at}, {why}")
+    } else {
+        format!("the lease on lock '{name}' has ended; at {at}, {why}, the first caller queued for it takes it")
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"error": {"code": self.code.as_str(), "message": self.message}});
@@ -200,14 +232,84 @@ impl IntoResponse for ApiError {
         let mut response = (self.code.status(), Json(body)).into_response();
         // For the request metrics (see `metered`), which label an error by its code.
         response.extensions_mut().insert(self.code);
-        if matches!(
-            self.code,
-            ErrorCode::StoreUnavailable | ErrorCode::TooManyWaiters
-        ) {
+        if let Some(secs) = self.retry_after_secs {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::UnixMillis;
+    use crate::record::LockRecord;
+    use crate::service::LockSnapshot;
+
+    const READ_AT: UnixMillis = UnixMillis(1_700_000_000_000);
+
+    /// A `lock_held` refusal of a lock read at `READ_AT`, with the engine's answers.
+    fn lock_held(takeover_in_ms: Option<u64>, open: bool, waiters: u64) -> Response {
+        let takeover_at = takeover_in_ms.map(|ms| READ_AT.plus(ms));
+        let lock = LockSnapshot {
+            name: LockName::parse("a/b").unwrap(),
+            record: LockRecord::default(),
+            read_at: READ_AT,
+            takeover_at,
+            waiters,
+        };
+        let refusal = Refusal::LockHeld {
+            retry_at: takeover_at.filter(|_| open),
+        };
+        let refused = ServiceError::Refused {
+            refusal,
+            lock: Box::new(lock),
+        };
+        ApiError::from(refused).on_acquire().into_response()
+    }
+
+    fn retry_after(response: &Response) -> Option<&str> {
+        let value = response.headers().get(header::RETRY_AFTER)?;
+        Some(value.to_str().unwrap())
+    }
+
+    async fn message(response: Response) -> String {
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "lock_held");
+        body["error"]["message"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn retry_after_is_the_seconds_until_takeover_rounded_up_and_at_least_one() {
+        for (ms, secs) in [(0, "1"), (1, "1"), (1000, "1"), (1001, "2"), (4500, "5")] {
+            assert_eq!(
+                retry_after(&lock_held(Some(ms), true, 0)),
+                Some(secs),
+                "{ms}"
+            );
+        }
+        assert_eq!(retry_after(&lock_held(Some(1500), false, 1)), None);
+        assert_eq!(retry_after(&lock_held(None, false, 0)), None);
+        let unavailable = ApiError::from(ServiceError::StoreUnavailable("x".into()));
+        assert_eq!(retry_after(&unavailable.into_response()), Some("1"));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_in_the_margin_says_the_lease_ended_and_when_it_may_be_taken() {
+        let at = READ_AT.plus(1500).rfc3339().unwrap();
+        let open = message(lock_held(Some(1500), true, 0)).await;
+        assert!(open.contains("has ended") && open.contains(&at), "{open}");
+        let queued = message(lock_held(Some(1500), false, 1)).await;
+        assert!(
+            queued.contains(&at) && queued.contains("queued"),
+            "{queued}"
+        );
+        let held = message(lock_held(None, false, 0)).await;
+        assert!(held.contains("held by another caller"), "{held}");
     }
 }

@@ -9,9 +9,12 @@ use crate::model::{FencingToken, LeaseId, Owner, Priority, RequestId, UnixMillis
 use crate::record::{Expiry, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter};
 
+mod clock;
 mod release;
 mod waiting;
 
+#[cfg(test)]
+mod clock_tests;
 #[cfg(test)]
 mod handoff_tests;
 #[cfg(test)]
@@ -21,6 +24,7 @@ mod tests;
 #[cfg(test)]
 mod waiting_tests;
 
+pub use clock::{retry_at, Clock};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
 };
@@ -102,51 +106,14 @@ pub enum AcquireDecision {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AcquireRefusal {
-    /// Someone else holds a live lease (or waits ahead), and the caller may not wait.
+    /// Someone else holds a live lease, or one still in its takeover margin (see `Clock`),
+    /// or waits ahead, and the caller may not wait.
     LockHeld,
     /// The `request_id` was used before with a different request body.
     RequestIdReused,
     /// The grant this `request_id` made has ended (its lease ran out, or it was released or
     /// taken over): a retry must not report it as held.
     LeaseEnded,
-}
-
-/// The service's clock as the lock rules see it: the time now, and the most that the clocks
-/// of two instances may disagree (`--max-clock-skew-ms`). A lease is judged over by its
-/// holder (renew, validate) at its expiry, but is *taken over* only `max_skew_ms` later: by
-/// then it has ended on every instance's clock, so no instance hands the lock on while
-/// another still says that the holder holds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Clock {
-    pub now: UnixMillis,
-    pub max_skew_ms: u64,
-}
-
-impl From<UnixMillis> for Clock {
-    fn from(now: UnixMillis) -> Self {
-        Clock {
-            now,
-            max_skew_ms: 0,
-        }
-    }
-}
-
-impl Clock {
-    /// The holder, unless its lease has ended on every instance's clock.
-    pub(crate) fn untakeable_holder<'a>(&self, record: &'a LockRecord) -> Option<&'a Holder> {
-        record
-            .holder
-            .as_ref()
-            .filter(|h| !h.expires.has_passed(self.now.minus(self.max_skew_ms)))
-    }
-
-    /// When `holder`'s lease may be taken over; `None` if never.
-    pub(crate) fn takeover_at(&self, holder: &Holder) -> Option<UnixMillis> {
-        match holder.expires {
-            Expiry::Never => None,
-            Expiry::At(at) => Some(at.plus(self.max_skew_ms)),
-        }
-    }
 }
 
 /// What a reader sees of a lock at a given instant.

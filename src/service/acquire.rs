@@ -149,11 +149,17 @@ impl LockService {
         let live =
             engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
         if !live {
-            return Err(refused(Refusal::LeaseEnded, name, &record, &queue, now));
+            return Err(refused(
+                Refusal::LeaseEnded,
+                name,
+                &record,
+                &queue,
+                self.clock(now),
+            ));
         }
         Ok(Granted {
             fencing_token: token_of(&record),
-            lock: snapshot(name, &record, &queue, now),
+            lock: snapshot(name, &record, &queue, self.clock(now)),
             fresh: false,
             ..granted
         })
@@ -281,7 +287,7 @@ impl LockService {
                 AcquireDecision::AlreadyGranted { lease_id } => {
                     // A retry is told "granted" only on a read after a sync: a lagging
                     // follower may still show a lease that has ended.
-                    let lock = snapshot(name, &record, &queue, now);
+                    let lock = snapshot(name, &record, &queue, self.clock(now));
                     let granted = Granted {
                         lease_id,
                         fencing_token: token_of(&record),
@@ -291,7 +297,10 @@ impl LockService {
                     return done(self.still_granted(name, Ok(granted)).await);
                 }
                 AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
-                    return done(Err(refused(Refusal::LockHeld, name, &record, &queue, now)))
+                    let clock = self.clock(now);
+                    let retry_at = engine::retry_at(&record, &queue, clock);
+                    let refusal = Refusal::LockHeld { retry_at };
+                    return done(Err(refused(refusal, name, &record, &queue, clock)));
                 }
                 AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
                     return done(Err(ServiceError::RequestIdReused))
@@ -302,7 +311,7 @@ impl LockService {
                         name,
                         &record,
                         &queue,
-                        now,
+                        self.clock(now),
                     )))
                 }
                 AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
@@ -316,7 +325,7 @@ impl LockService {
                     return done(Ok(Granted {
                         lease_id,
                         fencing_token: token_of(&found.record),
-                        lock: snapshot(name, &found.record, &queue, now),
+                        lock: snapshot(name, &found.record, &queue, self.clock(now)),
                         fresh: true,
                     }));
                 }
@@ -332,7 +341,7 @@ impl LockService {
                     if let (true, Some(expired)) = (fresh, &record.holder) {
                         self.metrics.taken_from(expired, false, now);
                     }
-                    let lock = snapshot(name, &written, &queue, now);
+                    let lock = snapshot(name, &written, &queue, self.clock(now));
                     return done(Ok(Granted {
                         lease_id,
                         fencing_token: token_of(&written),
@@ -347,7 +356,7 @@ impl LockService {
                         name,
                         &record,
                         &queue,
-                        now,
+                        self.clock(now),
                     )))
                 }
             }

@@ -115,7 +115,11 @@ impl LockService {
             ))));
         }
         Ok(Step::Done(Box::new(Err(refused(
-            refusal, name, &record, &queue, now,
+            refusal,
+            name,
+            &record,
+            &queue,
+            self.clock(now),
         )))))
     }
 

@@ -49,6 +49,9 @@ pub struct LockSnapshot {
     /// The record, with a void requestor (one whose waiter has gone) removed.
     pub record: LockRecord,
     pub read_at: UnixMillis,
+    /// When the lock may be taken over, while its lease has ended but is within the
+    /// takeover margin (`engine::Clock::pending_takeover`).
+    pub takeover_at: Option<UnixMillis>,
     pub waiters: u64,
 }
 
@@ -63,7 +66,10 @@ pub struct Granted {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    LockHeld,
+    /// `retry_at`: when asking again can be expected to take the lock (`engine::retry_at`).
+    LockHeld {
+        retry_at: Option<UnixMillis>,
+    },
     NotOwner,
     /// The name is the parent of existing nested locks.
     NameConflict,
@@ -169,11 +175,13 @@ enum Put {
     NestedLocks,
 }
 
+/// The lock as read at `clock.now`, on the clock the lock rules judge it by, so that it
+/// shows the takeover margin that they keep.
 fn snapshot(
     name: &LockName,
     record: &LockRecord,
     queue: &[Waiter],
-    read_at: UnixMillis,
+    clock: engine::Clock,
 ) -> LockSnapshot {
     let mut record = record.clone();
     if engine::live_requestor(&record, queue).is_none() {
@@ -181,8 +189,9 @@ fn snapshot(
     }
     LockSnapshot {
         name: name.clone(),
+        takeover_at: clock.pending_takeover(&record),
         record,
-        read_at,
+        read_at: clock.now,
         waiters: queue.len() as u64,
     }
 }
@@ -192,11 +201,11 @@ fn refused(
     name: &LockName,
     record: &LockRecord,
     queue: &[Waiter],
-    now: UnixMillis,
+    clock: engine::Clock,
 ) -> ServiceError {
     ServiceError::Refused {
         refusal,
-        lock: Box::new(snapshot(name, record, queue, now)),
+        lock: Box::new(snapshot(name, record, queue, clock)),
     }
 }
 
@@ -336,7 +345,7 @@ impl LockService {
             (stored, queue)
         };
         let record = stored.map(|s| s.record).unwrap_or_default();
-        Ok((snapshot(name, &record, &queue, now), queue))
+        Ok((snapshot(name, &record, &queue, self.clock(now)), queue))
     }
 
     pub async fn validate(
@@ -358,7 +367,7 @@ impl LockService {
         let locks = page
             .locks
             .iter()
-            .map(|(name, record)| snapshot(name, record, &[], now))
+            .map(|(name, record)| snapshot(name, record, &[], self.clock(now)))
             .collect();
         Ok((locks, page.more))
     }

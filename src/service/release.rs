@@ -64,7 +64,13 @@ impl LockService {
                     continue;
                 }
                 RenewDecision::NotOwner => {
-                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
+                    return Err(refused(
+                        Refusal::NotOwner,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    ))
                 }
                 RenewDecision::Write(next) => *next,
             };
@@ -72,7 +78,7 @@ impl LockService {
                 Put::Landed(written, version) => {
                     // A renewal leaves the queue as it was: what was known of it still holds.
                     // The holder renews here, so it most likely releases here too.
-                    let after = snapshot(name, &written, &queue, now);
+                    let after = snapshot(name, &written, &queue, self.clock(now));
                     self.cache
                         .remember_with_rest(name, &written, version, queue, true);
                     return Ok(after);
@@ -184,7 +190,10 @@ impl LockService {
             if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
                 tell_handed(&self.local, name, &record, &queue, &unsettled.tried);
                 unsettled.armed = false;
-                return Ok((snapshot(name, &record, &queue, now), Some(ended.clone())));
+                return Ok((
+                    snapshot(name, &record, &queue, self.clock(now)),
+                    Some(ended.clone()),
+                ));
             }
             let decision = decide(&record, &queue, now);
             let stored = match (&decision, stored) {
@@ -195,10 +204,16 @@ impl LockService {
                     continue;
                 }
                 (ReleaseDecision::NotOwner, _) => {
-                    return Err(refused(Refusal::NotOwner, name, &record, &queue, now))
+                    return Err(refused(
+                        Refusal::NotOwner,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    ))
                 }
                 (ReleaseDecision::AlreadyFree, _) | (_, None) => {
-                    return Ok((snapshot(name, &record, &queue, now), None))
+                    return Ok((snapshot(name, &record, &queue, self.clock(now)), None))
                 }
                 (_, Some(stored)) => stored,
             };
@@ -330,7 +345,7 @@ impl LockService {
                     // caller of another instance may have joined between it and them.
                     let rest: Vec<Waiter> =
                         queue.iter().filter(|w| w.id != to.id).cloned().collect();
-                    let after = snapshot(name, &landed, &rest, now);
+                    let after = snapshot(name, &landed, &rest, self.clock(now));
                     // Remembered before the new holder is told: the waiter behind it goes on
                     // when the new holder's call ends, and decides on what is remembered.
                     self.cache
@@ -342,12 +357,12 @@ impl LockService {
                 // Found already gone (collected) after a lost answer: nothing to remember.
                 None if version.number < 0 => {
                     self.cache.forget(name);
-                    return Ok((snapshot(name, &landed, &[], now), Some(record)));
+                    return Ok((snapshot(name, &landed, &[], self.clock(now)), Some(record)));
                 }
                 None => {
                     self.cache.remember(name, &landed, version);
                     self.collector.schedule(name);
-                    return Ok((snapshot(name, &landed, &[], now), Some(record)));
+                    return Ok((snapshot(name, &landed, &[], self.clock(now)), Some(record)));
                 }
             }
         }

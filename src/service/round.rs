@@ -141,7 +141,11 @@ impl LockService {
         }
         let done = |refusal| {
             Ok(Step::Done(Box::new(Err(refused(
-                refusal, name, &record, &queue, now,
+                refusal,
+                name,
+                &record,
+                &queue,
+                self.clock(now),
             )))))
         };
         let decision = engine::decide_waiting(
@@ -328,7 +332,7 @@ impl LockService {
         queue: &[Waiter],
         now: UnixMillis,
     ) -> Granted {
-        let lock = snapshot(name, record, queue, now);
+        let lock = snapshot(name, record, queue, self.clock(now));
         Granted {
             lease_id: ticket.lease_id,
             fencing_token: token_of(record),
