@@ -1,11 +1,13 @@
 //! The contract files agree with the code: openapi.yaml (routes, codes, fields, and the shape
-//! of real responses), docker-compose.yml, the Dockerfile, README.md and .ci/run.
+//! of real responses and stream events), docker-compose.yml, the Dockerfile, README.md and
+//! .ci/run.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::sse::SseStream;
 use common::Service;
 use lockwarden::api::{dto::ACQUIRE_FIELDS, error::ErrorCode, ROUTES};
 use reqwest::StatusCode;
@@ -43,8 +45,9 @@ fn type_matches(kind: &str, value: &Value) -> bool {
     }
 }
 
-/// A structural check of `value` against an OpenAPI 3.1 schema: types, enums, consts,
-/// required and declared properties, and nested objects and arrays.
+/// A structural check of `value` against an OpenAPI 3.2 schema: types, enums, consts,
+/// required and declared properties, nested objects and arrays, and JSON held in a string
+/// (`contentSchema`, as in an event's `data`). Patterns are not checked here.
 fn check(spec: &Value, schema: &Value, value: &Value, at: &str) {
     let schema = resolve(spec, schema);
     for combinator in ["allOf"] {
@@ -128,6 +131,12 @@ fn check(spec: &Value, schema: &Value, value: &Value, at: &str) {
             check(spec, schema, item, &format!("{at}[{i}]"));
         }
     }
+    if let (Some(text), Some(content)) = (value.as_str(), schema.get("contentSchema")) {
+        assert_eq!(schema["contentMediaType"], "application/json", "{at}");
+        let parsed: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("{at}: {text} is not JSON: {e}"));
+        check(spec, content, &parsed, &format!("{at}(json)"));
+    }
 }
 
 /// Checks a live response against the schema the spec declares for that operation and status.
@@ -150,7 +159,8 @@ fn check_response(spec: &Value, method: &str, path: &str, status: StatusCode, bo
 #[test]
 fn every_route_is_in_the_spec_and_nothing_else() {
     let spec = spec();
-    assert!(spec["openapi"].as_str().unwrap().starts_with("3.1"));
+    // 3.2, for `itemSchema`: each event of a stream has its schema.
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3.2"));
     let documented: BTreeSet<(String, String)> = spec["paths"]
         .as_object()
         .unwrap()
@@ -281,15 +291,168 @@ async fn live_responses_match_their_schemas() {
         .keys()
         .map(String::as_str)
         .collect();
-    let documented: BTreeSet<&str> = spec["components"]["schemas"]["LockInfo"]["properties"]
+    // Only a lock in its takeover margin shows `takeover_at` (see the test below).
+    let documented: BTreeSet<&str> = lock_info_fields(&spec)
+        .filter(|field| *field != "takeover_at")
+        .collect();
+    assert_eq!(
+        live_info_keys, documented,
+        "LockInfo with ?owner= shows every documented field"
+    );
+}
+
+fn lock_info_fields(spec: &Value) -> impl Iterator<Item = &str> {
+    spec["components"]["schemas"]["LockInfo"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+}
+
+/// A lock whose lease has ended but which may not be taken over yet, as GET and a refused
+/// acquire show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_in_the_takeover_margin_match_their_schemas() {
+    let spec = spec();
+    let mut args = lockwarden::config::ServeArgs::defaults();
+    // Far longer than the test runs: it never leaves the margin.
+    args.max_clock_skew_ms = 600_000;
+    let svc = Service::start(args).await;
+    svc.must_acquire("m", "o", 1).await;
+    common::eventually(Duration::from_secs(10), "the lease ends", || async {
+        svc.info("m").await["state"] == "expired"
+    })
+    .await;
+    let (s, info) = svc.get("/v1/locks/m?owner=o").await;
+    check_response(&spec, "get", "/v1/locks/{name}", s, &info);
+    let shown: BTreeSet<&str> = info
         .as_object()
         .unwrap()
         .keys()
         .map(String::as_str)
         .collect();
+    assert_eq!(shown, lock_info_fields(&spec).collect(), "{info}");
+    let (s, refused) = svc
+        .acquire("m", json!({"owner": "p", "lease_ms": 1000}))
+        .await;
+    check_response(&spec, "post", "/v1/locks/{name}/acquire", s, &refused);
+    assert_eq!(refused["lock"]["takeover_at"], info["takeover_at"]);
+}
+
+/// `EventId`'s pattern, written out: a zxid (digits, no leading zero), then optionally `.n`
+/// with n at least 1.
+fn is_event_id(id: &str) -> bool {
+    let number = |s: &str| {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
+    };
+    match id.split_once('.') {
+        None => number(id),
+        Some((zxid, n)) => number(zxid) && number(n) && n != "0",
+    }
+}
+
+/// An open event stream and the schema its events must fit.
+struct Followed<'a> {
+    spec: &'a Value,
+    item_schema: Value,
+    stream: SseStream,
+    name: &'static str,
+}
+
+impl<'a> Followed<'a> {
+    /// Opens GET `path_template` at `url`, with the stream's `itemSchema`.
+    async fn open(
+        spec: &'a Value,
+        path_template: &str,
+        url: &str,
+        last_event_id: Option<&str>,
+        name: &'static str,
+    ) -> Followed<'a> {
+        let response = resolve(
+            spec,
+            &spec["paths"][path_template]["get"]["responses"]["200"],
+        );
+        let item_schema = response["content"]["text/event-stream"]["itemSchema"].clone();
+        assert!(
+            item_schema.is_object(),
+            "GET {path_template} describes each event"
+        );
+        let stream = SseStream::open(url, last_event_id).await;
+        assert_eq!(stream.status, StatusCode::OK, "{name}");
+        assert!(
+            stream.content_type.starts_with("text/event-stream"),
+            "{name}"
+        );
+        Followed {
+            spec,
+            item_schema,
+            stream,
+            name,
+        }
+    }
+
+    /// Reads events up to the first named `last`, checking each as an SSE parser
+    /// (schemathesis' among them) presents it: `event`, `id`, and `data` as its text.
+    async fn until(&mut self, last: &str) -> Vec<common::sse::SseEvent> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self.stream.next_event(Duration::from_secs(10)).await;
+            let item =
+                json!({"event": event.event, "id": event.id, "data": event.data.to_string()});
+            let at = format!("{} {}", self.name, event.event);
+            check(self.spec, &self.item_schema, &item, &at);
+            assert!(is_event_id(&event.id), "{at}: {item} has no event id");
+            let done = event.event == last;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_events_match_their_item_schemas() {
+    let spec = spec();
     assert_eq!(
-        live_info_keys, documented,
-        "LockInfo with ?owner= shows every documented field"
+        spec["components"]["schemas"]["EventId"]["pattern"],
+        r"^(?:0|[1-9][0-9]*)(?:\.[1-9][0-9]*)?$",
+        "is_event_id implements EventId's pattern"
+    );
+    let svc = Service::zk_with(|args| args.admin_token = Some("adm".into())).await;
+    // Held before the prefix stream opens, so that its snapshot lists a lock.
+    svc.must_acquire("s/held", "o", 60_000).await;
+    let lock_path = "/v1/locks/{name}/events";
+    let lock_url = format!("{}/v1/locks/s%2Fx/events", svc.base);
+    let mut lock = Followed::open(&spec, lock_path, &lock_url, None, "lock stream").await;
+    let prefix_url = format!("{}/v1/events?prefix=s/", svc.base);
+    let mut prefix = Followed::open(&spec, "/v1/events", &prefix_url, None, "prefix stream").await;
+    assert_eq!(lock.until("snapshot").await.len(), 1, "it starts so");
+    let listed = prefix.until("snapshot").await;
+    assert_eq!(listed.len(), 1, "a prefix stream starts with its snapshot");
+    assert_eq!(listed[0].data["locks"][0]["name"], "s/held");
+
+    let acquired = svc.must_acquire("s/x", "o", 60_000).await;
+    let lease = acquired["lease_id"].as_str().unwrap();
+    let (s, body) = svc.renew("s/x", json!({"lease_id": lease})).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let (s, body) = svc.release("s/x", lease).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    svc.must_acquire("s/x", "p", 60_000).await;
+    let (s, body) = svc
+        .send("DELETE", "/v1/locks/s%2Fx", None, Some("adm"))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let changes = lock.until("force_released").await;
+    prefix.until("force_released").await;
+
+    // Resumed after its first change, a stream replays what followed, without a snapshot.
+    let after = Some(changes[0].id.as_str());
+    let mut resumed = Followed::open(&spec, lock_path, &lock_url, after, "resumed").await;
+    let replayed = resumed.until("force_released").await;
+    assert!(
+        replayed.iter().all(|e| e.event != "snapshot"),
+        "{replayed:?}"
     );
 }
 

@@ -326,6 +326,22 @@ async fn listing_pages_through_held_and_expired_locks_in_name_order(svc: Service
         }
     }
     assert_eq!(names, ["ls/a", "ls/a/x", "ls/a-z", "ls/b", "ls/d"]);
+    // A cursor is a position in name order: any lock name, listed or never used.
+    for (cursor, after) in [
+        ("ls/a0", vec!["ls/b", "ls/d"]),
+        ("ls/a/m", vec!["ls/a/x", "ls/a-z", "ls/b", "ls/d"]),
+    ] {
+        let path = format!("/v1/locks?prefix=ls/&cursor={cursor}");
+        let (status, page) = svc.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let listed: Vec<&str> = page["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, after, "after {cursor}");
+    }
     let (_, all) = svc.get("/v1/locks").await;
     assert_eq!(all["locks"].as_array().unwrap().len(), 6);
     assert_eq!(all["next_cursor"], Value::Null);

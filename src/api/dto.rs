@@ -19,6 +19,11 @@ pub struct Limits {
 
 pub const MAX_MESSAGE_CHARS: usize = 1024;
 pub const MAX_URL_BYTES: usize = 2048;
+/// The longest host name DNS can carry (RFC 1035: 255 octets on the wire, 253 characters
+/// written out without a final dot), and its longest label. A `notify_url` host is counted
+/// in its ASCII form, after IDNA, as the URL standard converts it.
+pub const MAX_HOST_CHARS: usize = 253;
+pub const MAX_LABEL_CHARS: usize = 63;
 
 pub(super) fn rfc3339(at: UnixMillis) -> Option<String> {
     at.rfc3339()
@@ -67,15 +72,15 @@ pub struct LockInfo {
     pub fencing_token: Option<u64>,
     pub requestor: Option<RequestorInfo>,
     pub waiters: u64,
+    /// When the lock may be taken over, while its lease has ended but another instance's
+    /// clock may not say so yet (the takeover margin); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_owner: Option<bool>,
 }
 
 impl LockInfo {
-    /// When the lock may be taken over, while its lease has ended but another instance's
-    /// clock may not say so yet (the takeover margin); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub takeover_at: Option<String>,
     /// Renders a snapshot; `asking_owner` is the `?owner=` of a GET.
     pub fn of(lock: &LockSnapshot, asking_owner: Option<&str>) -> LockInfo {
         let now = lock.read_at;
@@ -111,12 +116,12 @@ impl LockInfo {
             fencing_token: holder.and_then(|h| h.fencing_token).map(|t| t.0),
             requestor,
             waiters: lock.waiters,
+            takeover_at: lock.takeover_at.and_then(rfc3339),
             is_owner: asking_owner
                 .map(|owner| state == LockState::Held && holder.is_some_and(|h| h.owner == owner)),
         }
     }
 }
-            takeover_at: lock.takeover_at.and_then(rfc3339),
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -231,6 +236,17 @@ fn validate_url(raw: &str) -> Result<String, ApiError> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(ApiError::invalid("notify_url may not carry credentials"));
     }
+    // A name DNS cannot carry could never be resolved: refused here, in every configuration,
+    // rather than after a lookup (or, without --webhook-secret, for another reason).
+    if let Some(url::Host::Domain(host)) = url.host() {
+        let name = host.strip_suffix('.').unwrap_or(host);
+        if name.len() > MAX_HOST_CHARS || name.split('.').any(|l| l.len() > MAX_LABEL_CHARS) {
+            return Err(ApiError::invalid(format!(
+                "notify_url host is longer than a DNS name may be ({MAX_HOST_CHARS} characters, \
+                 {MAX_LABEL_CHARS} between dots)"
+            )));
+        }
+    }
     Ok(url.to_string())
 }
 
@@ -286,4 +302,39 @@ pub struct ListParams {
     pub prefix: Option<String>,
     pub limit: Option<String>,
     pub cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_of(url: &str) -> Result<String, String> {
+        validate_url(url).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn a_notify_url_host_is_at_most_what_dns_can_carry() {
+        let label = "a".repeat(MAX_LABEL_CHARS);
+        // 4 labels of 63 and 3 dots: 255 characters; one label of 61 instead makes 253.
+        let longest = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+        assert_eq!(longest.len(), MAX_HOST_CHARS);
+        for ok in [
+            format!("http://{longest}/hook"),
+            format!("https://{longest}./hook"),
+            format!("http://{label}.example/"),
+            "http://[2001:db8::1]:8080/x".to_owned(),
+            "http://192.0.2.1/x".to_owned(),
+        ] {
+            assert!(host_of(&ok).is_ok(), "{ok}: {:?}", host_of(&ok));
+        }
+        for long in [
+            format!("http://{longest}b/hook"),
+            format!("http://a{label}.example/"),
+            // Counted after IDNA: a label of 60 `é` is 66 characters as `xn--…`.
+            format!("http://{}.example/", "é".repeat(60)),
+        ] {
+            let refused = host_of(&long).expect_err(&long);
+            assert!(refused.contains("longer than a DNS name"), "{refused}");
+        }
+    }
 }

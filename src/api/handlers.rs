@@ -6,8 +6,6 @@ use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use serde_json::{json, Value};
 
 use super::auth::{require_admin, Role};
@@ -220,11 +218,19 @@ pub async fn list(
     };
     // An empty cursor is the start, as if none were given: clients that always send the
     // previous page's `next_cursor` would otherwise need a special case for the first page.
+    // Any other cursor is the name the page starts after: every lock name, whether or not
+    // that lock exists, is a position in name order.
     let after = params
         .cursor
         .as_deref()
         .filter(|c| !c.is_empty())
-        .map(decode_cursor)
+        .map(|c| {
+            LockName::parse(c).map_err(|_| {
+                ApiError::invalid(
+                    "cursor must be a lock name (the previous page's next_cursor), or empty",
+                )
+            })
+        })
         .transpose()?;
     let query = ListQuery {
         prefix,
@@ -234,11 +240,7 @@ pub async fn list(
     };
     let (locks, more) = app.service.list(&query).await?;
     let next_cursor = more
-        .then(|| {
-            locks
-                .last()
-                .map(|lock| URL_SAFE_NO_PAD.encode(lock.name.as_str()))
-        })
+        .then(|| locks.last().map(|lock| lock.name.as_str()))
         .flatten();
     let locks: Vec<LockInfo> = locks.iter().map(|lock| LockInfo::of(lock, None)).collect();
     Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
@@ -251,15 +253,6 @@ fn query_uint(raw: &str) -> Option<u64> {
         return None;
     }
     raw.parse().ok()
-}
-
-fn decode_cursor(raw: &str) -> Result<LockName, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(raw)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|name| LockName::parse(&name).ok())
-        .ok_or_else(|| ApiError::invalid("cursor is not one this service returned"))
 }
 
 pub async fn metrics(
