@@ -5,6 +5,9 @@
 //! (axum's own `serve` sets no timer, so hyper would wait for headers forever.) A request's
 //! body is bounded separately, in the JSON extractor ([`BodyReadTimeout`]), which answers
 //! `408 request_timeout`.
+//!
+//! On shutdown, long-lived responses (the event streams) are told through [`Closing`], a
+//! request extension, and end, so that the drain is not spent waiting on them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,12 +19,27 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tracing::{debug, warn};
 
 /// How long a request body may take to arrive in full (a request extension the server sets).
 #[derive(Clone, Copy, Debug)]
 pub struct BodyReadTimeout(pub Duration);
+
+/// Tells a long-lived response that the server is shutting down (a request extension the
+/// server sets).
+#[derive(Clone, Debug)]
+pub struct Closing(watch::Receiver<bool>);
+
+impl Closing {
+    /// Completes once the server has begun to shut down.
+    pub async fn wait(mut self) {
+        if self.0.wait_for(|closing| *closing).await.is_err() {
+            // The server is gone without saying so: its connections are gone with it.
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// How long shutdown waits for requests in progress before it drops their connections.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,7 +58,10 @@ pub async fn run(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let app = app.layer(axum::Extension(BodyReadTimeout(limits.read_timeout)));
+    let (closing, closing_watch) = watch::channel(false);
+    let app = app
+        .layer(axum::Extension(BodyReadTimeout(limits.read_timeout)))
+        .layer(axum::Extension(Closing(closing_watch)));
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
@@ -84,6 +105,7 @@ pub async fn run(
         });
     }
     drop(listener);
+    let _ = closing.send(true);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
         .await
         .is_err()

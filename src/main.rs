@@ -13,6 +13,9 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long the runtime waits for background tasks to stop once the work is done.
+const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -62,6 +65,10 @@ fn main() -> ExitCode {
             Command::Client(command) => Ok(lockwarden::cli::run(command).await),
         }
     });
+    // The answer is given (the server has drained): no background task, whatever it is
+    // doing, may hold the exit up. Each is stopped at its next await; a worker still busy
+    // after this is left behind.
+    runtime.shutdown_timeout(SHUTDOWN_TIMEOUT);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {

@@ -6,16 +6,17 @@
 //! Every event's `data` is `{"type", "lock": LockInfo}` (a prefix snapshot carries `locks`);
 //! its `id` is the change's zxid (see `service::feed`). A comment is sent every
 //! `--event-heartbeat-ms`, so idle connections stay open through proxies and a dead one is
-//! noticed.
+//! noticed. A stream ends when the server begins to shut down.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, StreamExt};
+use futures::FutureExt;
 use prometheus::IntGauge;
 use serde::Deserialize;
 use serde_json::json;
@@ -25,6 +26,7 @@ use super::error::ApiError;
 use super::extract::{LockPath, QueryParams};
 use super::handlers::Caller;
 use super::AppState;
+use crate::http_server::Closing;
 use crate::model::MAX_NAME_BYTES;
 use crate::service::feed::{EventId, Interest, Opening, StreamEvent, Subscription};
 use crate::service::ServiceError;
@@ -38,15 +40,17 @@ pub async fn lock_events(
     State(app): State<AppState>,
     _: Caller,
     LockPath(name): LockPath,
+    closing: Option<Extension<Closing>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    open(&app, Interest::Lock(name), &headers).await
+    open(&app, Interest::Lock(name), &headers, closing).await
 }
 
 pub async fn prefix_events(
     State(app): State<AppState>,
     _: Caller,
     QueryParams(query): QueryParams<EventsQuery>,
+    closing: Option<Extension<Closing>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let prefix = query.prefix.unwrap_or_default();
@@ -55,7 +59,7 @@ pub async fn prefix_events(
             "prefix is longer than {MAX_NAME_BYTES} bytes"
         )));
     }
-    open(&app, Interest::Prefix(prefix), &headers).await
+    open(&app, Interest::Prefix(prefix), &headers, closing).await
 }
 
 /// A `Last-Event-ID` that is not one of ours is ignored: the stream starts afresh.
@@ -70,6 +74,7 @@ async fn open(
     app: &AppState,
     interest: Interest,
     headers: &HeaderMap,
+    closing: Option<Extension<Closing>>,
 ) -> Result<Response, ApiError> {
     let Subscription { opening, live } = app
         .service
@@ -103,8 +108,14 @@ async fn open(
     let following = stream::unfold((live, open), |(mut live, open)| async move {
         live.next().await.map(|event| (event, (live, open)))
     });
+    // Outside the server (a router driven directly) nothing closes it.
+    let closed = match closing {
+        Some(Extension(closing)) => closing.wait().boxed(),
+        None => std::future::pending().boxed(),
+    };
     let events = stream::iter(first)
         .chain(following.map(|e| sse_event(&e)))
+        .take_until(closed)
         .map(Ok::<Event, Infallible>);
     let heartbeat = KeepAlive::new()
         .interval(app.event_heartbeat)

@@ -1,7 +1,8 @@
 //! A `lockwarden serve` child process for fault-injection tests: it owns the process, its
 //! listen port (kept across restarts), its flags, its log file and, optionally, a wall clock
 //! shifted under libfaketime (the monotonic clock stays real). It can be killed (SIGKILL),
-//! restarted, paused (SIGSTOP) and resumed (SIGCONT); dropping it kills it.
+//! restarted, paused (SIGSTOP) and resumed (SIGCONT). Dropping it stops it with SIGTERM,
+//! which it must obey within its drain timeout (see `process::terminate`).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -246,6 +247,8 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        self.kill();
+        if let Some(mut child) = self.child.take() {
+            super::process::must_have_stopped(super::process::terminate(&mut child));
+        }
     }
 }

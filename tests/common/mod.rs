@@ -10,7 +10,7 @@ pub mod history;
 pub mod instance;
 pub mod late_write;
 pub mod nemesis;
-mod process;
+pub mod process;
 pub mod proxy;
 pub mod receiver;
 pub mod sse;

@@ -1,10 +1,15 @@
 //! The real `lockwarden` binary in a child process (`serve` on a free loopback port), for
-//! tests that restart or crash an instance.
+//! tests that restart or crash an instance. An instance that a test does not kill is
+//! stopped with SIGTERM when dropped, and must exit within the drain timeout
+//! ([`DRAIN_TIMEOUT`]); one that does not fails its test.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use super::{eventually, http_client, zk};
+
+/// How long an instance may take to exit after SIGTERM (`http_server`'s drain timeout).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The real `lockwarden` binary in a child process, for restarts and crashes.
 pub struct Process {
@@ -53,10 +58,48 @@ impl Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Sends SIGTERM and waits for the exit, up to [`DRAIN_TIMEOUT`]; `None` if it did not
+    /// come by then (the process is then killed). An exited process answers at once.
+    pub fn terminate(&mut self) -> Option<(ExitStatus, Duration)> {
+        terminate(&mut self.child)
+    }
+}
+
+/// Stops `child` as an operator would: SIGCONT (in case a test paused it), then SIGTERM, and
+/// waits for the exit up to [`DRAIN_TIMEOUT`]; `None` if it did not come by then (the child
+/// is then killed). An exited child answers at once.
+pub fn terminate(child: &mut Child) -> Option<(ExitStatus, Duration)> {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Some((status, Duration::ZERO));
+    }
+    let sent = Instant::now();
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain signals to our own child, which has not been reaped yet.
+    unsafe {
+        libc::kill(pid, libc::SIGCONT);
+        libc::kill(pid, libc::SIGTERM);
+    }
+    while sent.elapsed() < DRAIN_TIMEOUT {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some((status, sent.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Fails the test (unless it is failing already) when an instance outlived SIGTERM.
+pub fn must_have_stopped(stopped: Option<(ExitStatus, Duration)>) {
+    if stopped.is_none() && !std::thread::panicking() {
+        panic!("lockwarden did not exit within {DRAIN_TIMEOUT:?} of SIGTERM");
+    }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        self.kill();
+        must_have_stopped(self.terminate());
     }
 }
