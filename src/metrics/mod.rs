@@ -116,6 +116,7 @@ pub struct Metrics {
     pub wakeups: Labeled<IntCounter, Wakeup>,
     pub head_graces: Labeled<IntCounter, HeadGrace>,
     pub queue_reads_saved: IntCounter,
+    pub event_hub_reads: IntCounter,
     pub queue_joins: Labeled<IntCounter, JoinedBy>,
     pub webhooks: Labeled<IntCounter, WebhookResult>,
     /// By route template, method and outcome: made on first use, as the outcomes of a route
@@ -208,6 +209,10 @@ impl Metrics {
             queue_reads_saved: counter(
                 "lockwarden_queue_reads_saved_total",
                 "Releases, renewals and waiters that used what this instance remembered from its last hand-off of the lock instead of reading the queue.",
+            ),
+            event_hub_reads: counter(
+                "lockwarden_event_hub_reads_total",
+                "Store reads the event hub made for this instance's event streams: a snapshot, a changed lock, or a lease end that came.",
             ),
             queue_joins: Labeled::of(&counters(
                 "lockwarden_queue_joins_total",

@@ -239,7 +239,15 @@ impl LockService {
             max_waiters_per_lock: timing.max_waiters_per_lock,
             waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
             max_waiting_calls: timing.max_waiting_calls,
-            feed: feed::Hub::start(store.clone(), store_timeout),
+            feed: feed::Hub::start(
+                store.clone(),
+                feed::HubSettings {
+                    store_timeout,
+                    reads: metrics.event_hub_reads.clone(),
+                    clock: feed::WallClock::system(),
+                    max_clock_skew_ms: timing.max_clock_skew_ms,
+                },
+            ),
             store,
             store_timeout,
             replies: replies::ReplyCache::default(),

@@ -1,15 +1,19 @@
 //! The hub's task: one loop over stream openings and closings, store changes, and lease
-//! expiries (see the parent module for what it keeps and why).
+//! ends, one of them a turn (see the parent module for what it keeps and why).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc};
 
+use super::expiry::{follow_lease, lease_end};
 use super::*;
+use crate::store::Stored;
 
 /// How often covers whose streams have all closed are looked at.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
+/// The most changes read together (see `on_change`).
+const COALESCE_MAX: usize = 256;
 
 impl State {
     pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
@@ -22,9 +26,17 @@ impl State {
                     None => return,
                 },
                 change = next_change(&mut self.changes) => self.on_change(change).await,
-                _ = tokio::time::sleep_until(next_expiry.into()) => self.expire_due().await,
+                _ = tokio::time::sleep_until(next_expiry) => self.expire_next().await,
                 _ = prune.tick() => self.prune(),
             }
+        }
+    }
+
+    /// The clock the lock rules judge by, at `now`.
+    fn rules_at(&self, now: UnixMillis) -> crate::engine::Clock {
+        crate::engine::Clock {
+            now,
+            max_skew_ms: self.max_skew_ms,
         }
     }
 
@@ -50,7 +62,7 @@ impl State {
                 if let Some(cover) = self.covers.get_mut(&interest) {
                     cover.streams = cover.streams.saturating_sub(1);
                     if cover.streams == 0 {
-                        cover.idle_since = Some(Instant::now());
+                        cover.idle_since = Some(tokio::time::Instant::now());
                     }
                 }
             }
@@ -62,6 +74,11 @@ impl State {
         interest: Interest,
         last_seen: Option<EventId>,
     ) -> Result<Subscription, StoreError> {
+        // The opener holds a strong sender until it has the answer.
+        let commands = self
+            .commands
+            .upgrade()
+            .ok_or_else(|| StoreError::Unavailable("the event hub has stopped".into()))?;
         if self.changes.is_none() {
             self.changes = Some(self.store.changes());
         }
@@ -74,7 +91,7 @@ impl State {
         cover.streams += 1;
         cover.idle_since = None;
         let open = OpenStream {
-            commands: self.commands.clone(),
+            commands,
             interest: interest.clone(),
         };
         // Only from an event still kept, on an interest covered since before it: then
@@ -102,19 +119,20 @@ impl State {
     }
 
     async fn snapshot(&mut self, interest: &Interest) -> Result<Opening, StoreError> {
-        let now = UnixMillis::now();
+        let now = self.clock.now();
+        let at = self.rules_at(now);
         let (locks, truncated) = match interest {
             Interest::Lock(name) => {
+                // A lock the hub already follows is read as a change (its other streams
+                // hear what changed); one it does not is learnt without events.
+                let announce = self.known.contains_key(name);
                 // The snapshot's id is at least the zxid of the state it shows, so that a
                 // client can tell that its own grant is in it; ids after it only grow.
-                if let Some(zxid) = self.refresh(name).await? {
+                if let Some(zxid) = self.refresh(name, announce).await? {
                     self.last = self.last.max(EventId { zxid, seq: 0 });
                 }
                 let known = &self.known[name];
-                (
-                    vec![snapshot(name, &known.record, &known.queue, now)],
-                    false,
-                )
+                (vec![snapshot(name, &known.record, &known.queue, at)], false)
             }
             Interest::Prefix(prefix) => {
                 let (held, truncated) = self.held_under(prefix).await?;
@@ -124,8 +142,10 @@ impl State {
                         record,
                         ..Known::default()
                     });
-                    locks.push(snapshot(&name, &known.record, &known.queue, now));
-                    Self::schedule_expiry(&mut self.expiries, &name, &known.record);
+                    locks.push(snapshot(&name, &known.record, &known.queue, at));
+                    // A lease that has run out is shown as such: nothing left to tell.
+                    let end = lease_end(&known.record);
+                    follow_lease(&mut self.expiries, &name, known, end, now, true);
                 }
                 (locks, truncated)
             }
@@ -151,6 +171,7 @@ impl State {
                 limit: 1000,
                 free: false,
             };
+            self.reads.inc();
             let page = self.store.list(&query, self.deadline()).await?;
             after = page.locks.last().map(|(name, _)| name.clone());
             held.extend(page.locks);
@@ -164,136 +185,122 @@ impl State {
         }
     }
 
-    async fn on_change(&mut self, change: Change) {
-        let names: Vec<LockName> = match change {
-            Change::Lock(name) if self.covered(&name) => vec![name],
-            Change::Lock(_) => return,
-            Change::Resync => {
-                let mut names: Vec<LockName> = self.known.keys().cloned().collect();
-                let prefixes: Vec<String> = self
-                    .covers
-                    .keys()
-                    .filter_map(|i| match i {
-                        Interest::Prefix(p) => Some(p.clone()),
-                        Interest::Lock(_) => None,
-                    })
-                    .collect();
-                for prefix in prefixes {
-                    if let Ok((held, _)) = self.held_under(&prefix).await {
-                        names.extend(held.into_iter().map(|(name, _)| name));
+    /// Reads the locks that `first` and the changes already queued behind it name, each
+    /// once: one write on ZooKeeper is several znode events (`store::zk::ops`), and one read
+    /// after them shows what all of them did.
+    async fn on_change(&mut self, first: Change) {
+        let mut changes = vec![first];
+        if let Some(receiver) = &mut self.changes {
+            while changes.len() < COALESCE_MAX {
+                match receiver.try_recv() {
+                    Ok(change) => changes.push(change),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => changes.push(Change::Resync),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut names: Vec<LockName> = Vec::new();
+        if changes.iter().any(|c| matches!(c, Change::Resync)) {
+            names = self.known.keys().cloned().collect();
+            let prefixes: Vec<String> = self
+                .covers
+                .keys()
+                .filter_map(|i| match i {
+                    Interest::Prefix(p) => Some(p.clone()),
+                    Interest::Lock(_) => None,
+                })
+                .collect();
+            for prefix in prefixes {
+                if let Ok((held, _)) = self.held_under(&prefix).await {
+                    names.extend(held.into_iter().map(|(name, _)| name));
+                }
+            }
+            names.sort_unstable();
+            names.dedup();
+        } else {
+            for change in changes {
+                if let Change::Lock(name) = change {
+                    if self.covered(&name) && !names.contains(&name) {
+                        names.push(name);
                     }
                 }
-                names.sort_unstable();
-                names.dedup();
-                names
             }
-        };
+        }
         for name in names {
-            if let Err(error) = self.refresh(&name).await {
+            if let Err(error) = self.refresh(&name, true).await {
                 debug!(lock = %name, %error, "cannot read a changed lock for its streams");
             }
         }
     }
 
-    /// Reads `name` and sends the events that its change since the last read makes; the
-    /// zxid of the record's last write, if it has a record.
-    async fn refresh(&mut self, name: &LockName) -> Result<Option<i64>, StoreError> {
-        let deadline = self.deadline();
-        let stored = self.store.read(name, deadline).await?;
-        let queue = match &stored {
-            Some(_) => self.store.queue(name, deadline).await?,
-            None => Vec::new(),
-        };
+    /// Reads `name` (record and queue, one state) and, with `announce`, sends the events
+    /// that its change since the last read makes; the zxid of the record's last write, if
+    /// it has a record.
+    pub(super) async fn refresh(
+        &mut self,
+        name: &LockName,
+        announce: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        self.reads.inc();
+        let (stored, queue) = self.store.read_with_queue(name, self.deadline()).await?;
         let zxid = stored.as_ref().map(|s| s.version.mzxid);
-        let version = stored.as_ref().map(|s| s.version.number);
-        let record = stored.map(|s| s.record).unwrap_or_default();
-        let now = UnixMillis::now();
-        let known = self.known.entry(name.clone()).or_default();
-        // lockwarden's writes move a record on by two versions (one from an odd version).
-        let several = matches!((known.version, version), (Some(a), Some(b)) if b - a > 2);
-        known.version = version;
-        let mut kinds = classify(&known.record, &record, now, several);
-        if queue.len() != known.queue.len() {
-            kinds.push(EventType::Queue);
-        }
-        let expiry_changed = known.record.holder.as_ref().map(|h| h.expires)
-            != record.holder.as_ref().map(|h| h.expires);
-        if expiry_changed {
-            known.expiry_sent = false;
-        }
-        known.record = record;
-        known.queue = queue;
-        let lock = snapshot(name, &known.record, &known.queue, now);
-        Self::schedule_expiry(&mut self.expiries, name, &known.record);
-        for kind in kinds {
-            self.last = self.last.next(zxid);
-            self.send(StreamEvent {
-                id: self.last,
-                kind,
-                lock: lock.clone(),
-            });
+        let events = self.learn(name, stored, queue);
+        if announce {
+            for (kind, lock) in events {
+                // `expired` reports no write of its own.
+                let write = (kind != EventType::Expired).then_some(zxid).flatten();
+                self.last = self.last.next(write);
+                self.send(StreamEvent {
+                    id: self.last,
+                    kind,
+                    lock,
+                });
+            }
         }
         Ok(zxid)
     }
 
-    fn schedule_expiry(
-        expiries: &mut BTreeSet<(i64, LockName)>,
+    /// Takes a read of `name` in, and says which events it makes, in order.
+    fn learn(
+        &mut self,
         name: &LockName,
-        record: &LockRecord,
-    ) {
-        if let Some(Expiry::At(at)) = record.holder.as_ref().map(|h| h.expires) {
-            expiries.insert((at.0, name.clone()));
+        stored: Option<Stored>,
+        queue: Vec<Waiter>,
+    ) -> Vec<(EventType, LockSnapshot)> {
+        let now = self.clock.now();
+        let at = self.rules_at(now);
+        let version = stored.as_ref().map(|s| s.version.number);
+        let record = stored.map(|s| s.record).unwrap_or_default();
+        let known = self.known.entry(name.clone()).or_default();
+        let mut events = Vec::new();
+        // A lease that ran out untold and is now gone or another's: it ran out first.
+        let renewal = match (&known.record.holder, &record.holder) {
+            (Some(old), Some(new)) => old.same_grant(new),
+            _ => false,
+        };
+        let end = lease_end(&record);
+        if let Some(lease) = known.lease {
+            if !lease.told && lease.at <= now.0 && end != Some(lease.at) && !renewal {
+                let lock = snapshot(name, &known.record, &known.queue, at);
+                events.push((EventType::Expired, lock));
+            }
         }
-    }
-
-    fn next_expiry(&self) -> Instant {
-        let far = Instant::now() + Duration::from_secs(3600);
-        match self.expiries.first() {
-            Some((at, _)) => {
-                let wait = u64::try_from(at - UnixMillis::now().0).unwrap_or(0);
-                Instant::now() + Duration::from_millis(wait)
-            }
-            None => far,
+        // lockwarden's writes move a record on by two versions (one from an odd version).
+        let several = matches!((known.version, version), (Some(a), Some(b)) if b - a > 2);
+        let mut kinds = classify(&known.record, &record, now, several);
+        if queue.len() != known.queue.len() {
+            kinds.push(EventType::Queue);
         }
-    }
-
-    async fn expire_due(&mut self) {
-        let now = UnixMillis::now();
-        while let Some((at, name)) = self.expiries.first().cloned() {
-            if at > now.0 {
-                break;
-            }
-            self.expiries.pop_first();
-            if !self.known.contains_key(&name) {
-                continue;
-            }
-            // Read before saying so: a renewal this hub has not heard of yet (its watch
-            // was reconnecting, say) must not be reported as an expiry.
-            if let Err(error) = self.refresh(&name).await {
-                debug!(lock = %name, %error, "cannot check an expiry; trying again shortly");
-                self.expiries.insert((now.0 + 200, name));
-                continue;
-            }
-            let Some(known) = self.known.get_mut(&name) else {
-                continue;
-            };
-            let same_lease = known
-                .record
-                .holder
-                .as_ref()
-                .is_some_and(|h| h.expires == Expiry::At(UnixMillis(at)));
-            if !same_lease || known.expiry_sent {
-                continue;
-            }
-            known.expiry_sent = true;
-            let lock = snapshot(&name, &known.record, &known.queue, now);
-            self.last = self.last.next(None);
-            self.send(StreamEvent {
-                id: self.last,
-                kind: EventType::Expired,
-                lock,
-            });
+        known.version = version;
+        known.record = record;
+        known.queue = queue;
+        let told = follow_lease(&mut self.expiries, name, known, end, now, false);
+        if told {
+            kinds.push(EventType::Expired);
         }
+        let lock = snapshot(name, &known.record, &known.queue, at);
+        events.extend(kinds.into_iter().map(|kind| (kind, lock.clone())));
+        events
     }
 
     fn send(&mut self, event: StreamEvent) {
@@ -315,7 +322,8 @@ impl State {
         self.known
             .retain(|name, _| covers.keys().any(|interest| interest.covers(name)));
         let known = &self.known;
-        self.expiries.retain(|(_, name)| known.contains_key(name));
+        self.expiries
+            .retain(|(_, name, _)| known.contains_key(name));
         if self.covers.is_empty() {
             self.changes = None;
             self.ring.clear();
@@ -335,50 +343,5 @@ async fn next_change(changes: &mut Option<broadcast::Receiver<Change>>) -> Chang
             }
         },
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::record::Holder;
-    use crate::store::memory::MemoryStore;
-
-    fn held(owner: &str) -> LockRecord {
-        LockRecord::held_by(Holder {
-            lease_id: Some(crate::model::LeaseId::random()),
-            ..Holder::minimal(owner)
-        })
-    }
-
-    #[tokio::test]
-    async fn a_stream_that_does_not_read_is_closed_not_buffered_without_bound() {
-        let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
-        let hub = Hub::start(store.clone(), Duration::from_secs(1));
-        let mut reading = hub
-            .open(Interest::Prefix(String::new()), None)
-            .await
-            .unwrap();
-        let mut idle = hub
-            .open(Interest::Prefix(String::new()), None)
-            .await
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let total = STREAM_BUFFER + 10;
-        for i in 0..total {
-            let name = LockName::parse(&format!("l{i}")).unwrap();
-            store.create(&name, &held("o"), deadline).await.unwrap();
-            // The reading stream keeps up, event by event.
-            let event = tokio::time::timeout(Duration::from_secs(5), reading.live.next())
-                .await
-                .unwrap()
-                .expect("a stream that reads keeps getting events");
-            assert_eq!(
-                (event.kind, event.lock.name.as_str()),
-                (EventType::Acquired, name.as_str())
-            );
-        }
-        // The idle one fell more than its buffer behind: it ends instead of growing.
-        assert!(idle.live.next().await.is_none());
     }
 }

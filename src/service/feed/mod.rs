@@ -18,18 +18,27 @@
 //!   been covered since (so nothing that followed is missing); otherwise it gets a fresh
 //!   snapshot.
 //! - **Expiry.** `expired` is sent when a lease runs out on this instance's clock, whether or
-//!   not anybody touches the lock.
+//!   not anybody touches the lock: once per lease. Each lease end the hub reads is armed
+//!   once, and a read never arms one again (see [`LeaseEnd`]); a lease that has already run
+//!   out when first read is told at once, or, in a snapshot, shown as `expired`. The hub
+//!   reads the lock once when an armed end comes, so that a renewal it has not heard of yet
+//!   is not reported as an expiry.
+//! - **Turns.** The hub handles one thing a turn (a command, a change, one lease end) and
+//!   then goes back to its queue of commands, so no run of expiries or changes keeps a new
+//!   stream waiting. Its store reads are counted in `lockwarden_event_hub_reads_total`.
+//! - **Lifetime.** The task ends when the [`Hub`] handle and every stream it opened are gone.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use prometheus::IntCounter;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::debug;
 
 use super::{snapshot, LockSnapshot};
 use crate::model::{LockName, UnixMillis};
-use crate::record::{Expiry, LockRecord};
+use crate::record::LockRecord;
 use crate::store::{Change, ListQuery, LockStore, StoreError};
 use crate::waiter::Waiter;
 
@@ -121,6 +130,34 @@ impl Drop for OpenStream {
     }
 }
 
+/// The wall clock the hub judges lease ends by: the system's, or a test's.
+#[derive(Clone)]
+pub struct WallClock(Arc<dyn Fn() -> UnixMillis + Send + Sync>);
+
+impl WallClock {
+    pub fn system() -> WallClock {
+        WallClock(Arc::new(UnixMillis::now))
+    }
+
+    pub fn new(now: impl Fn() -> UnixMillis + Send + Sync + 'static) -> WallClock {
+        WallClock(Arc::new(now))
+    }
+
+    pub fn now(&self) -> UnixMillis {
+        (self.0)()
+    }
+}
+
+/// What the hub's task is started with.
+pub struct HubSettings {
+    pub store_timeout: Duration,
+    /// Counts the hub's store reads.
+    pub reads: IntCounter,
+    pub clock: WallClock,
+    /// `--max-clock-skew-ms`, for the takeover margin the locks' snapshots show.
+    pub max_clock_skew_ms: u64,
+}
+
 enum Command {
     Open {
         interest: Interest,
@@ -137,12 +174,15 @@ pub struct Hub {
 
 impl Hub {
     /// Starts the hub's task. Must run inside a tokio runtime.
-    pub fn start(store: Arc<dyn LockStore>, store_timeout: Duration) -> Hub {
+    pub fn start(store: Arc<dyn LockStore>, settings: HubSettings) -> Hub {
         let (commands, receiver) = mpsc::unbounded_channel();
         let state = State {
             store,
-            store_timeout,
-            commands: commands.clone(),
+            store_timeout: settings.store_timeout,
+            reads: settings.reads,
+            clock: settings.clock,
+            max_skew_ms: settings.max_clock_skew_ms,
+            commands: commands.downgrade(),
             events: broadcast::channel(STREAM_BUFFER).0,
             changes: None,
             covers: HashMap::new(),
@@ -176,7 +216,7 @@ impl Hub {
 struct Cover {
     streams: usize,
     since: EventId,
-    idle_since: Option<Instant>,
+    idle_since: Option<tokio::time::Instant>,
 }
 
 #[derive(Default)]
@@ -185,21 +225,42 @@ struct Known {
     /// The record's version when read (none when absent).
     version: Option<i32>,
     queue: Vec<Waiter>,
-    expiry_sent: bool,
+    /// The end of the holder's lease as last read.
+    lease: Option<LeaseEnd>,
 }
+
+/// The end of a lease the hub follows (unix ms), and whether its streams were told it ran
+/// out. A new value is made only when a read shows a different end, and only a new value
+/// is armed, so a lease is armed once and told once, however often it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LeaseEnd {
+    at: i64,
+    told: bool,
+}
+
+/// When to look at a lease end again: (when, lock, the lease end it is for). An entry whose
+/// lock no longer has that lease end untold is stale and is dropped without a read.
+type Armed = (i64, LockName, i64);
 
 struct State {
     store: Arc<dyn LockStore>,
     store_timeout: Duration,
-    commands: mpsc::UnboundedSender<Command>,
+    reads: IntCounter,
+    clock: WallClock,
+    max_skew_ms: u64,
+    /// Weak, so that the task ends when the handle and every stream are gone.
+    commands: mpsc::WeakUnboundedSender<Command>,
     events: broadcast::Sender<Arc<StreamEvent>>,
     /// The store's change feed, while any interest is covered.
     changes: Option<broadcast::Receiver<Change>>,
     covers: HashMap<Interest, Cover>,
     known: HashMap<LockName, Known>,
-    expiries: BTreeSet<(i64, LockName)>,
+    expiries: BTreeSet<Armed>,
     ring: VecDeque<Arc<StreamEvent>>,
     last: EventId,
 }
 
+mod expiry;
 mod hub;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+//! The hub on the in-memory store: a stream that stops reading, and the hub's lifetime.
+//! (The randomised test of the hub against a model is tests/hub_model.rs.)
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::record::Holder;
+use crate::store::memory::MemoryStore;
+
+fn held(owner: &str) -> LockRecord {
+    LockRecord::held_by(Holder {
+        lease_id: Some(crate::model::LeaseId::random()),
+        ..Holder::minimal(owner)
+    })
+}
+
+fn settings() -> HubSettings {
+    HubSettings {
+        store_timeout: Duration::from_secs(1),
+        reads: IntCounter::new("reads", "reads").unwrap(),
+        clock: WallClock::system(),
+        max_clock_skew_ms: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_does_not_read_is_closed_not_buffered_without_bound() {
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+    let hub = Hub::start(store.clone(), settings());
+    let mut reading = hub
+        .open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap();
+    let mut idle = hub
+        .open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let total = STREAM_BUFFER + 10;
+    for i in 0..total {
+        let name = LockName::parse(&format!("l{i}")).unwrap();
+        store.create(&name, &held("o"), deadline).await.unwrap();
+        // The reading stream keeps up, event by event.
+        let event = tokio::time::timeout(Duration::from_secs(5), reading.live.next())
+            .await
+            .unwrap()
+            .expect("a stream that reads keeps getting events");
+        assert_eq!(
+            (event.kind, event.lock.name.as_str()),
+            (EventType::Acquired, name.as_str())
+        );
+    }
+    // The idle one fell more than its buffer behind: it ends instead of growing.
+    assert!(idle.live.next().await.is_none());
+}
+
+#[tokio::test]
+async fn the_task_ends_when_the_handle_and_its_streams_are_gone() {
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+    let hub = Hub::start(store, settings());
+    let mut stream = hub
+        .open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap();
+    // A stream keeps the task alive after the handle goes ...
+    drop(hub);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), stream.live.next())
+            .await
+            .is_err(),
+        "the stream stays open while the task runs"
+    );
+    // ... and once it goes too, the task ends, and with it the broadcast of events.
+    let mut events = stream.live.events.resubscribe();
+    drop(stream);
+    let ended = tokio::time::timeout(Duration::from_secs(5), events.recv()).await;
+    assert!(
+        matches!(ended, Ok(Err(broadcast::error::RecvError::Closed))),
+        "the hub's task ended"
+    );
+}
+
+mod lease_ends {
+    use std::collections::BTreeSet;
+
+    use super::super::expiry::follow_lease;
+    use super::super::{Armed, Known, LeaseEnd};
+    use crate::model::{LockName, UnixMillis};
+
+    const NOW: UnixMillis = UnixMillis(10_000);
+
+    fn follow(known: &mut Known, armed: &mut BTreeSet<Armed>, end: Option<i64>) -> bool {
+        follow_lease(
+            armed,
+            &LockName::parse("l").unwrap(),
+            known,
+            end,
+            NOW,
+            false,
+        )
+    }
+
+    #[test]
+    fn an_end_to_come_is_armed_once_however_often_it_is_read() {
+        let (mut known, mut armed) = (Known::default(), BTreeSet::new());
+        for _ in 0..3 {
+            assert!(!follow(&mut known, &mut armed, Some(12_000)));
+        }
+        assert_eq!(armed.len(), 1);
+        assert_eq!(
+            known.lease,
+            Some(LeaseEnd {
+                at: 12_000,
+                told: false
+            })
+        );
+    }
+
+    #[test]
+    fn an_end_that_has_come_is_told_once_and_never_armed_again() {
+        let (mut known, mut armed) = (Known::default(), BTreeSet::new());
+        assert!(!follow(&mut known, &mut armed, Some(12_000)));
+        armed.clear(); // its timer fired
+        let later = UnixMillis(12_000);
+        let name = LockName::parse("l").unwrap();
+        assert!(follow_lease(
+            &mut armed,
+            &name,
+            &mut known,
+            Some(12_000),
+            later,
+            false
+        ));
+        for _ in 0..3 {
+            assert!(!follow_lease(
+                &mut armed,
+                &name,
+                &mut known,
+                Some(12_000),
+                later,
+                false
+            ));
+        }
+        assert!(armed.is_empty(), "a passed end is never armed again");
+    }
+
+    #[test]
+    fn an_end_first_read_after_it_came_is_told_at_once_or_shown() {
+        let (mut known, mut armed) = (Known::default(), BTreeSet::new());
+        assert!(follow(&mut known, &mut armed, Some(9_000)));
+        assert!(armed.is_empty());
+        let (mut shown, name) = (Known::default(), LockName::parse("l").unwrap());
+        assert!(!follow_lease(
+            &mut armed,
+            &name,
+            &mut shown,
+            Some(9_000),
+            NOW,
+            true
+        ));
+        assert_eq!(
+            shown.lease,
+            Some(LeaseEnd {
+                at: 9_000,
+                told: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_renewed_or_ended_lease_disarms_its_old_end() {
+        let (mut known, mut armed) = (Known::default(), BTreeSet::new());
+        follow(&mut known, &mut armed, Some(12_000));
+        follow(&mut known, &mut armed, Some(15_000));
+        let ends: Vec<i64> = armed.iter().map(|(_, _, end)| *end).collect();
+        assert_eq!(ends, [15_000]);
+        assert!(!follow(&mut known, &mut armed, None));
+        assert!(armed.is_empty() && known.lease.is_none());
+    }
+}
