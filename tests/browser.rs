@@ -3,14 +3,15 @@
 //! a preemption shows its requestor and a cleanup deadline counting down; force release
 //! works with the admin token and is refused, visibly, without it; a server with API tokens
 //! shows nothing until one is typed in; a tab in the background lets its stream go and
-//! catches up when shown. Screenshots go to `target/ui-screenshots/`.
+//! catches up when shown; a lease that runs out while a page is open shows as expired, and
+//! a page opened after it goes live. Screenshots go to `target/ui-screenshots/`.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::dashboard::{
-    countdown_ms, counts_down, join_queue, screenshot_path, with_browser, WAIT,
+    countdown_ms, counts_down, join_queue, screenshot_path, with_browser, with_browsers, WAIT,
 };
 use common::webdriver::{ENTER, ESCAPE};
 use common::Service;
@@ -121,6 +122,66 @@ async fn the_list_shows_a_lock_from_the_api_and_its_release_within_a_second() {
             .text(r#"tr[data-lock="ui-list/deploy"]"#)
             .await
             .is_some());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_runs_out_shows_expired_and_a_page_opened_after_goes_live() {
+    let svc = Service::zk().await;
+    let base = svc.base.clone();
+    let http = svc.http.clone();
+    with_browsers(2, move |browsers| async move {
+        let (first, second) = (&browsers[0], &browsers[1]);
+        first.goto(&format!("{base}/ui")).await;
+        first
+            .wait_for(
+                WAIT,
+                "the first page is live",
+                "return document.getElementById('connection').dataset.state === 'live';",
+            )
+            .await;
+        let body = json!({"owner": "short-job", "lease_ms": 800});
+        let path = "/v1/locks/ui-exp%2Fshort/acquire";
+        let (status, _) = common::send(&http, &base, "POST", path, Some(body), None).await;
+        assert_eq!(status, StatusCode::OK);
+        // Nobody touches the lock: the page hears the lease run out from its stream.
+        first
+            .wait_for(
+                WAIT,
+                "the lease that ran out shows as expired",
+                r#"return document.querySelector('tr[data-lock="ui-exp/short"] .c-state')
+                       ?.textContent === 'expired';"#,
+            )
+            .await;
+        first.screenshot(&screenshot_path("expired.png")).await;
+        // A page opened after the expiry (the lock's own page) opens its stream and goes
+        // live, and so does a reload of the list.
+        second
+            .goto(&format!("{base}/ui#/lock/ui-exp%2Fshort"))
+            .await;
+        second
+            .wait_for(
+                Duration::from_secs(2),
+                "a page opened after the expiry goes live",
+                "return document.getElementById('connection').dataset.state === 'live';",
+            )
+            .await;
+        second
+            .wait_for(
+                WAIT,
+                "the lock's page shows it expired",
+                "return document.body.textContent.includes('expired (last held by short-job)');",
+            )
+            .await;
+        first.goto(&format!("{base}/ui#/?prefix=ui-exp")).await;
+        first
+            .wait_for(
+                Duration::from_secs(2),
+                "the list opened again goes live",
+                "return document.getElementById('connection').dataset.state === 'live';",
+            )
+            .await;
     })
     .await;
 }
