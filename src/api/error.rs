@@ -175,17 +175,17 @@ impl From<ServiceError> for ApiError {
                         format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
                     ),
                 };
-                let retry_after_secs = match refusal {
-                    Refusal::LockHeld {
-                        retry_at: Some(at),
-                    } => Some(lock.read_at.millis_until(at).div_ceil(1000).max(1)),
-                    _ => None,
-                };
-                ApiError {
+                let mut error = ApiError {
                     lock: Some(Box::new(info)),
-                    retry_after_secs,
                     ..ApiError::new(code, message)
+                };
+                // A `lock_held` says when to come back only when asking again can take the
+                // lock then; other refusals keep what `ApiError::new` gives their code.
+                if let Refusal::LockHeld { retry_at: Some(at) } = refusal {
+                    let secs = lock.read_at.millis_until(at).div_ceil(1000).max(1);
+                    error.retry_after_secs = Some(secs);
                 }
+                error
             }
             ServiceError::RequestIdReused => {
                 ApiError::invalid("request_id was already used with a different request body")
@@ -297,6 +297,22 @@ mod tests {
         assert_eq!(retry_after(&lock_held(None, false, 0)), None);
         let unavailable = ApiError::from(ServiceError::StoreUnavailable("x".into()));
         assert_eq!(retry_after(&unavailable.into_response()), Some("1"));
+        let full = ServiceError::Refused {
+            refusal: Refusal::TooManyWaiters,
+            lock: Box::new(LockSnapshot {
+                name: LockName::parse("a").unwrap(),
+                record: LockRecord::default(),
+                read_at: READ_AT,
+                takeover_at: None,
+                waiters: 3,
+            }),
+        };
+        let full = ApiError::from(full).on_acquire().into_response();
+        assert_eq!(
+            retry_after(&full),
+            Some("1"),
+            "a full queue keeps its Retry-After"
+        );
     }
 
     #[tokio::test]
