@@ -138,6 +138,10 @@ pub struct LockInfo {
     pub requestor: Option<Requestor>,
     #[serde(default)]
     pub waiters: u64,
+    /// While the lease has ended but may not be taken over yet (the service's takeover
+    /// margin, `--max-clock-skew-ms`): when it may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover_at: Option<String>,
 }
 
 impl LockInfo {

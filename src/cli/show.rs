@@ -43,6 +43,9 @@ pub(super) async fn status(args: StatusArgs) -> u8 {
         or_dash(lock.fencing_token.map(|t| t.to_string()))
     );
     println!("remaining:     {}", remaining(&lock));
+    if let Some(at) = &lock.takeover_at {
+        println!("takeover at:   {at} (the lease has ended; nobody may take the lock before)");
+    }
     println!("priority:      {}", lock.priority);
     println!("message:       {}", or_dash(Some(lock.message.clone())));
     println!("waiters:       {}", lock.waiters);
@@ -129,6 +132,9 @@ fn line(id: Option<u64>, kind: &str, lock: &LockInfo) -> String {
     }
     if lock.waiters > 0 {
         text.push_str(&format!(" waiters={}", lock.waiters));
+    }
+    if let Some(at) = &lock.takeover_at {
+        text.push_str(&format!(" takeover_at={at}"));
     }
     text
 }
