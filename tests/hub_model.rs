@@ -4,9 +4,11 @@
 //!
 //! After every step each stream must have got exactly the events of its locks that the
 //! model says, in order, with growing ids; every subscription gets a snapshot that agrees
-//! with the model; and a new subscription is answered at once. The steps wait for their
-//! events, so no two changes merge into one event. The hub reads the store only for the
-//! events it sends, and not at all while nothing changes.
+//! with the model; and a probe subscription is answered (within [`ANSWER`] of the test's
+//! clock; a hub that never yields hangs its runtime instead, which the watchdog thread
+//! catches). The steps wait for their events, so no two changes merge into one event and
+//! no change races a new stream: `feed::tests` covers those races. The hub reads the store
+//! only for the events it sends, and not at all while nothing changes.
 //!
 //! On the in-memory store time is the test's (tokio's paused clock, which the hub's wall
 //! clock follows), over [`SEEDS`] seeds. On ZooKeeper a shorter run goes in real time.

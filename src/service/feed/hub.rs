@@ -13,7 +13,7 @@ use crate::store::Stored;
 /// How often covers whose streams have all closed are looked at.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
 /// The most changes read together (see `on_change`).
-const COALESCE_MAX: usize = 256;
+const COALESCE_MAX: usize = 32;
 
 impl State {
     pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
@@ -107,7 +107,7 @@ impl State {
                     .cloned()
                     .collect(),
             ),
-            _ => self.snapshot(&interest).await?,
+            _ => self.snapshot(&interest, already.is_some()).await?,
         };
         Ok(Subscription {
             opening,
@@ -118,34 +118,66 @@ impl State {
         })
     }
 
-    async fn snapshot(&mut self, interest: &Interest) -> Result<Opening, StoreError> {
-        let now = self.clock.now();
-        let at = self.rules_at(now);
+    /// Whether streams other than the one opening on `interest` follow `name` (`already`:
+    /// streams on the same interest were open before it).
+    fn followed(&self, name: &LockName, interest: &Interest, already: bool) -> bool {
+        already || self.covers.keys().any(|i| i != interest && i.covers(name))
+    }
+
+    /// The opening of a new stream on `interest`. A lock that other streams follow is read as
+    /// a change, so that they hear what changed (and a lease end that came) before the new
+    /// stream's snapshot shows it; a lock nobody follows is learnt without events.
+    async fn snapshot(
+        &mut self,
+        interest: &Interest,
+        already: bool,
+    ) -> Result<Opening, StoreError> {
         let (locks, truncated) = match interest {
             Interest::Lock(name) => {
-                // A lock the hub already follows is read as a change (its other streams
-                // hear what changed); one it does not is learnt without events.
-                let announce = self.known.contains_key(name);
+                let announce = self.followed(name, interest, already);
                 // The snapshot's id is at least the zxid of the state it shows, so that a
                 // client can tell that its own grant is in it; ids after it only grow.
                 if let Some(zxid) = self.refresh(name, announce).await? {
                     self.last = self.last.max(EventId { zxid, seq: 0 });
                 }
                 let known = &self.known[name];
+                let at = self.rules_at(self.clock.now());
                 (vec![snapshot(name, &known.record, &known.queue, at)], false)
             }
             Interest::Prefix(prefix) => {
                 let (held, truncated) = self.held_under(prefix).await?;
+                // Followed, but its change not read yet: read it now, as that change.
+                for (name, _) in &held {
+                    if !self.known.contains_key(name) && self.followed(name, interest, already) {
+                        self.refresh(name, true).await?;
+                    }
+                }
+                let now = self.clock.now();
+                let at = self.rules_at(now);
                 let mut locks = Vec::with_capacity(held.len());
+                let mut ran_out = Vec::new();
                 for (name, record) in held {
+                    let new = !self.known.contains_key(&name);
                     let known = self.known.entry(name.clone()).or_insert_with(|| Known {
                         record,
                         ..Known::default()
                     });
                     locks.push(snapshot(&name, &known.record, &known.queue, at));
-                    // A lease that has run out is shown as such: nothing left to tell.
+                    // The snapshot shows a lease that ran out; streams that already follow
+                    // the lock are told.
                     let end = lease_end(&known.record);
-                    follow_lease(&mut self.expiries, &name, known, end, now, true);
+                    if follow_lease(&mut self.expiries, &name, known, end, now, new) {
+                        ran_out.extend(locks.last().cloned());
+                    }
+                }
+                for lock in ran_out {
+                    self.last = self.last.next(None);
+                    let id = self.last;
+                    self.send(StreamEvent {
+                        id,
+                        kind: EventType::Expired,
+                        lock,
+                    });
                 }
                 (locks, truncated)
             }
@@ -213,6 +245,14 @@ impl State {
             for prefix in prefixes {
                 if let Ok((held, _)) = self.held_under(&prefix).await {
                     names.extend(held.into_iter().map(|(name, _)| name));
+                }
+            }
+            // Changes named beside the resync, which a failed listing would miss.
+            for change in &changes {
+                if let Change::Lock(name) = change {
+                    if self.covered(name) {
+                        names.push(name.clone());
+                    }
                 }
             }
             names.sort_unstable();

@@ -23,9 +23,10 @@
 //!   out when first read is told at once, or, in a snapshot, shown as `expired`. The hub
 //!   reads the lock once when an armed end comes, so that a renewal it has not heard of yet
 //!   is not reported as an expiry.
-//! - **Turns.** The hub handles one thing a turn (a command, a change, one lease end) and
-//!   then goes back to its queue of commands, so no run of expiries or changes keeps a new
-//!   stream waiting. Its store reads are counted in `lockwarden_event_hub_reads_total`.
+//! - **Turns.** The hub handles one thing a turn (a command, one lease end, or the changes
+//!   already queued, at most 32) and then selects again, so no run of expiries or changes
+//!   keeps a new stream waiting. Its store reads are counted in
+//!   `lockwarden_event_hub_reads_total`. DESIGN.md, "The event hub", has its rules.
 //! - **Lifetime.** The task ends when the [`Hub`] handle and every stream it opened are gone.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::model::UnixMillis;
 use crate::record::Holder;
 use crate::store::memory::MemoryStore;
 
@@ -52,6 +53,90 @@ async fn a_stream_that_does_not_read_is_closed_not_buffered_without_bound() {
     }
     // The idle one fell more than its buffer behind: it ends instead of growing.
     assert!(idle.live.next().await.is_none());
+}
+
+/// The next event of `stream`, within 5 s.
+async fn next(stream: &mut Subscription) -> Arc<StreamEvent> {
+    tokio::time::timeout(Duration::from_secs(5), stream.live.next())
+        .await
+        .expect("an event in time")
+        .expect("the stream is open")
+}
+
+fn held_until(end: i64) -> LockRecord {
+    let mut record = held("o");
+    if let Some(holder) = record.holder.as_mut() {
+        holder.expires = crate::record::Expiry::At(UnixMillis(end));
+    }
+    record
+}
+
+#[tokio::test]
+async fn opening_a_stream_takes_no_event_from_the_others() {
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+    let hub = Hub::start(store.clone(), settings());
+    let mut all = hub
+        .open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for i in 0..40 {
+        let name = LockName::parse(&format!("x{i}")).unwrap();
+        store.create(&name, &held("o"), deadline).await.unwrap();
+        // Opened while the hub may not have read the change yet: whichever it handles
+        // first, the stream already open hears the grant, once.
+        let interest = match i % 2 {
+            0 => Interest::Lock(name.clone()),
+            _ => Interest::Prefix(name.as_str().to_owned()),
+        };
+        let _opened = hub.open(interest, None).await.unwrap();
+        let event = next(&mut all).await;
+        assert_eq!(
+            (event.kind, event.lock.name.as_str()),
+            (EventType::Acquired, name.as_str())
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lease_end_a_new_snapshot_shows_is_told_to_the_streams_open_before() {
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+    // The wall clock is the test's: the lease ends on it long before the hub's timer (on
+    // tokio's clock) comes, so the new stream's snapshot is the first to see the end.
+    let wall = Arc::new(std::sync::atomic::AtomicI64::new(1_000_000));
+    let clock = wall.clone();
+    let hub = Hub::start(
+        store.clone(),
+        HubSettings {
+            clock: WallClock::new(move || {
+                UnixMillis(clock.load(std::sync::atomic::Ordering::SeqCst))
+            }),
+            ..settings()
+        },
+    );
+    let name = LockName::parse("a").unwrap();
+    let mut first = hub.open(Interest::Lock(name.clone()), None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    store
+        .create(&name, &held_until(1_060_000), deadline)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut first).await.kind, EventType::Acquired);
+    wall.store(1_070_000, std::sync::atomic::Ordering::SeqCst);
+
+    let second = hub
+        .open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap();
+    let Opening::Snapshot { locks, .. } = second.opening else {
+        panic!("a snapshot");
+    };
+    assert_eq!(locks.len(), 1);
+    let expired = next(&mut first).await;
+    assert_eq!(
+        (expired.kind, expired.lock.name.as_str()),
+        (EventType::Expired, "a")
+    );
 }
 
 #[tokio::test]
