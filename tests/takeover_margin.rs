@@ -58,6 +58,21 @@ async fn try_acquire(svc: &Service, owner: &str) -> (StatusCode, Option<String>,
     (status, retry_after, response.json().await.unwrap())
 }
 
+/// A refusal within the margin of a lease that may be taken over at `takeover`:
+/// `lock_held`, saying the lease has ended and naming that time; its `Retry-After` and
+/// message.
+async fn refused_in_margin(svc: &Service, takeover: i64) -> (Option<String>, String) {
+    let (status, retry_after, refused) = try_acquire(svc, "caller").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "lock_held");
+    assert_eq!(unix_ms(&refused["lock"]["takeover_at"]), takeover);
+    let message = refused["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("has ended"), "{message}");
+    let at = refused["lock"]["takeover_at"].as_str().unwrap();
+    assert!(message.contains(at), "{message}");
+    (retry_after, message)
+}
+
 async fn a_lease_in_its_margin_says_when_it_may_be_taken_over(svc: Service) {
     let svc = Arc::new(svc);
     let held = svc.must_acquire(LOCK, "holder", 1000).await;
@@ -93,16 +108,7 @@ async fn a_lease_in_its_margin_says_when_it_may_be_taken_over(svc: Service) {
     );
 
     // Nobody queued: the refusal names the time, and so does Retry-After.
-    let (status, retry_after, refused) = try_acquire(&svc, "caller").await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
-    assert_eq!(refused["error"]["code"], "lock_held");
-    assert_eq!(unix_ms(&refused["lock"]["takeover_at"]), takeover);
-    let message = refused["error"]["message"].as_str().unwrap();
-    assert!(message.contains("has ended"), "{message}");
-    assert!(
-        message.contains(refused["lock"]["takeover_at"].as_str().unwrap()),
-        "{message}"
-    );
+    let (retry_after, message) = refused_in_margin(&svc, takeover).await;
     assert!(!message.contains("held by another caller"), "{message}");
     let secs: u64 = retry_after.expect("a Retry-After").parse().unwrap();
     assert!((1..=SKEW_MS.div_ceil(1000)).contains(&secs), "{secs}");
@@ -110,14 +116,9 @@ async fn a_lease_in_its_margin_says_when_it_may_be_taken_over(svc: Service) {
     // A caller queues: it takes the lock when the margin ends, so nobody is told to come back.
     let waiter = waiting::queued(&svc, LOCK, "waiter");
     svc.wait_for_waiters(LOCK, 1).await;
-    let (status, retry_after, refused) = try_acquire(&svc, "caller").await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
-    assert_eq!(refused["error"]["code"], "lock_held");
-    assert_eq!(unix_ms(&refused["lock"]["takeover_at"]), takeover);
-    let message = refused["error"]["message"].as_str().unwrap();
-    assert!(message.contains("has ended"), "{message}");
+    let (retry_after, message) = refused_in_margin(&svc, takeover).await;
     assert!(message.contains("queued"), "{message}");
-    assert_eq!(retry_after, None, "{refused}");
+    assert_eq!(retry_after, None, "{message}");
 
     let taken = waiting::granted(waiter, "waiter").await;
     assert!(

@@ -24,18 +24,19 @@ fn settings() -> HubSettings {
     }
 }
 
+/// A stream on every lock.
+async fn open_all(hub: &Hub) -> Subscription {
+    hub.open(Interest::Prefix(String::new()), None)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_stream_that_does_not_read_is_closed_not_buffered_without_bound() {
     let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
     let hub = Hub::start(store.clone(), settings());
-    let mut reading = hub
-        .open(Interest::Prefix(String::new()), None)
-        .await
-        .unwrap();
-    let mut idle = hub
-        .open(Interest::Prefix(String::new()), None)
-        .await
-        .unwrap();
+    let mut reading = open_all(&hub).await;
+    let mut idle = open_all(&hub).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     let total = STREAM_BUFFER + 10;
     for i in 0..total {
@@ -75,10 +76,7 @@ fn held_until(end: i64) -> LockRecord {
 async fn opening_a_stream_takes_no_event_from_the_others() {
     let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
     let hub = Hub::start(store.clone(), settings());
-    let mut all = hub
-        .open(Interest::Prefix(String::new()), None)
-        .await
-        .unwrap();
+    let mut all = open_all(&hub).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     for i in 0..40 {
         let name = LockName::parse(&format!("x{i}")).unwrap();
@@ -124,10 +122,7 @@ async fn a_lease_end_a_new_snapshot_shows_is_told_to_the_streams_open_before() {
     assert_eq!(next(&mut first).await.kind, EventType::Acquired);
     wall.store(1_070_000, std::sync::atomic::Ordering::SeqCst);
 
-    let second = hub
-        .open(Interest::Prefix(String::new()), None)
-        .await
-        .unwrap();
+    let second = open_all(&hub).await;
     let Opening::Snapshot { locks, .. } = second.opening else {
         panic!("a snapshot");
     };
@@ -143,10 +138,7 @@ async fn a_lease_end_a_new_snapshot_shows_is_told_to_the_streams_open_before() {
 async fn the_task_ends_when_the_handle_and_its_streams_are_gone() {
     let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
     let hub = Hub::start(store, settings());
-    let mut stream = hub
-        .open(Interest::Prefix(String::new()), None)
-        .await
-        .unwrap();
+    let mut stream = open_all(&hub).await;
     // A stream keeps the task alive after the handle goes ...
     drop(hub);
     assert!(
