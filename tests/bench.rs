@@ -89,7 +89,7 @@ async fn every_scenario_runs_and_reports() {
     assert!(preempt.operations > 0, "{preempt:?}");
     // Every try-lock was refused (the scenario fails otherwise), each on a read of the
     // latest copy: at least a sync and a read, as ZooKeeper counts them (the other tests
-    // here share the server; tests/latest_copy.rs counts a refusal's requests exactly).
+    // here share the server; tests/suite/latest_copy.rs counts a refusal's requests exactly).
     let refusal = rows
         .iter()
         .find(|r| r.scenario.starts_with("refusal"))

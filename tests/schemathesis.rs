@@ -33,7 +33,7 @@ const RUN_DEADLINE_PER_100: Duration = Duration::from_secs(240);
 /// reads one until it has sent `max-stream-events` events or the request timeout has
 /// passed, then checks each event it read. The first event (the snapshot, or the first
 /// one a `Last-Event-ID` resumes with) comes at once, so one event per call keeps a call
-/// to milliseconds instead of the 5-s timeout, over hundreds of calls. tests/contract.rs
+/// to milliseconds instead of the 5-s timeout, over hundreds of calls. tests/suite/contract.rs
 /// checks the events of a run of changes, and of a resumed stream, against the same
 /// schemas.
 const ST_CONFIG: &str = r#"
@@ -91,12 +91,12 @@ fn set(spec: &mut Value, pointer: &str, value: Value) {
 ///   unless `--webhook-allow-private`, and so is one that does not resolve, and the
 ///   service would look up fuzzed host names, sending DNS queries off this machine. The
 ///   rules that hold on every instance (the URL's form and length, a host name's length)
-///   are in the spec, and tests/bad_input.rs and `api::dto`'s unit tests cover them;
+///   are in the spec, and tests/suite/bad_input.rs and `api::dto`'s unit tests cover them;
 /// - `request_id` is left out (so a body that has one is as refused as any unknown field):
 ///   a key reused with another body is refused by design (`400`), and the fuzzer would
 ///   reuse its short keys across bodies; and no schema can say which strings are keys
 ///   already used, so narrowing it (say, to null) would make valid keys look invalid.
-///   tests/bad_input.rs and tests/input_rules.rs cover it;
+///   tests/suite/bad_input.rs and tests/suite/input_rules.rs cover it;
 /// - the dashboard (`/ui`, `/ui/{asset}`) is left out: fixed files for a browser, the same
 ///   whatever is asked; tests/browser.rs checks their types and headers.
 ///

@@ -4,7 +4,7 @@
 //! wait (to queue, or to preempt) on a task of its own (see `waiting`).
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tracing::{info, warn, Instrument};
 
@@ -19,7 +19,7 @@ use super::{
 };
 use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
 use crate::metrics::WaitOutcome;
-use crate::model::{LeaseId, LockName, Priority, UnixMillis};
+use crate::model::{LeaseId, LockName, Priority};
 use crate::record::{Holder, LockRecord};
 use crate::store::{Stored, Version};
 
@@ -142,7 +142,7 @@ impl LockService {
             return outcome;
         };
         let deadline = self.deadline();
-        let now = UnixMillis::now();
+        let now = self.wall.now();
         let stored = self.store.read_latest(name, deadline).await?;
         let record = stored.map(|s| s.record).unwrap_or_default();
         let queue = self.store.queue(name, deadline).await?;
@@ -208,7 +208,7 @@ impl LockService {
         // decided on the latest copy: its first round reads that, rather than write
         // optimistically or read plainly first.
         let likely_refused =
-            optimistic && !may_wait && self.cache.last_written_held(name, UnixMillis::now());
+            optimistic && !may_wait && self.cache.last_written_held(name, self.wall.now());
         let mut first =
             (!likely_refused && (optimistic || waits_behind)).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
@@ -219,7 +219,7 @@ impl LockService {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
             let deadline = self.round_deadline(began);
-            let now = UnixMillis::now();
+            let now = self.wall.now();
             let to_refuse = std::mem::take(&mut refusing);
             let Read {
                 stored,

@@ -24,7 +24,8 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;

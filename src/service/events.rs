@@ -2,7 +2,7 @@
 //! `webhook` module), and which acquire steps the audit trail records (see `crate::audit`
 //! for the trail itself). What `/metrics` counts is in `crate::metrics`.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::audit::{Actor, Affected, AuditLog, AuditRecord};
 use crate::model::{LockName, Priority, UnixMillis};

@@ -8,7 +8,7 @@
 //!
 //! 1. **fence**: on a fresh read, if the record is still free, rewrite it as a fenced free
 //!    record. On ZooKeeper a fenced record sits at an **odd** version, and no live record
-//!    ever does (every lockwarden write leaves an even version; see `store::zk::stage_set`).
+//!    ever does (every lockwarden write leaves an even version; see `store::zk::ops`, `Ops::set_record`).
 //! 2. **delete**: a full delay after the fence, on a fresh read, delete it if it is still
 //!    in the very state the fence left (same `mzxid`, the id of the write that made it).
 //!
@@ -42,7 +42,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tracing::{debug, warn};
 
@@ -279,10 +280,11 @@ async fn run(
         Phase::Delete { fenced } if fenced == stored.version.mzxid => {
             store.delete(&item.name, stored.version, deadline).await
         }
-        // Written since the fence (a grant, then a release): fence it again later.
-        Phase::Delete { .. } => {
-            return Some((Instant::now() + timing.delay, Phase::Fence, 0));
-        }
+        // Written since the fence: by a release, or by another instance's fence. Whoever
+        // wrote it has it scheduled (or the sweep finds it), so this item ends here. Were it
+        // to fence again, items of three instances a little apart would each move the record
+        // just before another's delete, and none would ever delete it.
+        Phase::Delete { .. } => return None,
     };
     match (item.phase, outcome) {
         (Phase::Fence, Ok(WriteOutcome::Written { zxid, .. })) => Some((

@@ -28,7 +28,7 @@
 //!   has since dropped and is applied after the listing: the caller then has two entries.
 //!   Its waiting removes the other, both as an orphan in any round that reads the queue
 //!   and when it is granted through the other entry (`try_wait_step`), so that neither is
-//!   handed the lock later. `tests/group_commit.rs` loses such an answer on purpose.
+//!   handed the lock later. `tests/suite/group_commit.rs` loses such an answer on purpose.
 //! - **No orphan.** A joiner that goes away while it waits for a hand-off leaves the batch;
 //!   one that goes away after a hand-off took it has its new entry deleted by that release.
 //! - **Order.** Joiners carried by one hand-off keep their arrival order. A joiner may be
@@ -48,7 +48,8 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::sync::oneshot;
 

@@ -5,7 +5,7 @@
 //! carried in, the waiter registered here just ahead of it, and, for the head of the queue
 //! behind a holder likely to release here, that release (`await_release_here`).
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::group_commit::{Carried, MAX_RIDERS};
 use super::local::{Notice, Uncounted};
@@ -135,7 +135,7 @@ impl LockService {
         };
         let mut ahead = self.local.subscribe(name, ahead)?;
         let ended = async { while ahead.changed().await.is_ok() {} };
-        Some(match tokio::time::timeout_at(until.into(), ended).await {
+        Some(match tokio::time::timeout_at(until, ended).await {
             Ok(()) => Wake::Predecessor,
             Err(_) => Wake::Timer,
         })
@@ -159,7 +159,7 @@ impl LockService {
                 }
             }
         };
-        let _ = tokio::time::timeout_at(until.into(), handing).await;
+        let _ = tokio::time::timeout_at(until, handing).await;
     }
 
     /// When this waiter watches the record (it heads the queue), and the record it decided
@@ -187,9 +187,9 @@ impl LockService {
             return Grace::None;
         }
         let grace_ends = until.min(Instant::now() + self.head_grace);
-        tokio::time::sleep_until(grace_ends.into()).await;
+        tokio::time::sleep_until(grace_ends).await;
         let settled = handed.wait_for(|notice| !matches!(notice, Notice::Pending));
-        let _ = tokio::time::timeout_at(until.into(), settled).await;
+        let _ = tokio::time::timeout_at(until, settled).await;
         if Instant::now() >= until {
             Grace::Timer
         } else {

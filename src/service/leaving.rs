@@ -14,7 +14,8 @@
 //! write of its call can land.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tracing::{debug, info, warn};
 
@@ -22,7 +23,7 @@ use super::events::EventKind;
 use super::waiting::Step;
 use super::{refused, LockService, Read, Refusal, ServiceError};
 use crate::engine::holder_with_lease;
-use crate::model::{LeaseId, LockName, UnixMillis};
+use crate::model::{LeaseId, LockName};
 use crate::record::LockRecord;
 use crate::store::{LockStore, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
@@ -101,7 +102,7 @@ impl LockService {
     ) -> Result<Step, ServiceError> {
         let deadline = self.deadline();
         let left = self.store.leave(name, me, deadline).await?;
-        let now = UnixMillis::now();
+        let now = self.wall.now();
         // An entry already gone may have gone in a hand-off to this waiter, whose write the
         // server this read goes to may not have applied yet: that read is made after a sync.
         let Read { record, queue, .. } = if left {

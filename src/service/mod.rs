@@ -6,10 +6,11 @@
 //! waiting caller who leaves takes its queue entry and requestor slot with it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::engine;
-use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
+use crate::model::{FencingToken, LeaseId, LockName, UnixMillis, WallClock};
 use crate::record::LockRecord;
 use crate::store::{ListQuery, LockStore, StoreError, Stored, Version};
 use crate::waiter::Waiter;
@@ -150,6 +151,30 @@ pub struct LockService {
     /// The source of the event streams.
     pub feed: feed::Hub,
     audit: Arc<crate::audit::AuditLog>,
+    /// The wall clock leases are judged by.
+    wall: WallClock,
+    planted: Planted,
+}
+
+/// What a simulation replaces: the wall clock, and bugs planted on purpose.
+#[derive(Clone, Debug, Default)]
+pub struct Seams {
+    pub wall: WallClock,
+    pub planted: Planted,
+}
+
+/// Bugs a test plants at run time to show that the simulation's checker catches them. Each
+/// breaks one rule; all are off unless a test sets them, and nothing else can.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Planted {
+    /// A grant is written whatever version the record is at now (no version check).
+    pub blind_grant: bool,
+    /// `validate` reads the local copy, which a lagging server may hold stale (I-stale).
+    pub stale_validate: bool,
+    /// A lease is judged over without the takeover margin for clock skew.
+    pub no_skew_margin: bool,
+    /// A write whose answer was lost is taken as landed, without reading it back.
+    pub guess_landed: bool,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).
@@ -226,6 +251,17 @@ impl LockService {
         events: Arc<dyn EventSink>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        Self::with_seams(store, timing, events, metrics, Seams::default())
+    }
+
+    /// As [`LockService::new`], on a simulation's wall clock and with its planted bugs.
+    pub fn with_seams(
+        store: Arc<dyn LockStore>,
+        timing: Timing,
+        events: Arc<dyn EventSink>,
+        metrics: Arc<Metrics>,
+        seams: Seams,
+    ) -> Self {
         let store_timeout = timing.store_timeout;
         let gc_timing = gc::GcTiming {
             delay: timing.gc_delay,
@@ -244,7 +280,7 @@ impl LockService {
                 feed::HubSettings {
                     store_timeout,
                     reads: metrics.event_hub_reads.clone(),
-                    clock: feed::WallClock::system(),
+                    clock: seams.wall.clone(),
                     max_clock_skew_ms: timing.max_clock_skew_ms,
                 },
             ),
@@ -260,6 +296,8 @@ impl LockService {
             joins: group_commit::JoinBatches::new(timing.join_window),
             head_grace: timing.head_grace,
             audit: Arc::new(crate::audit::AuditLog::Tracing),
+            wall: seams.wall,
+            planted: seams.planted,
         }
     }
 
@@ -303,7 +341,11 @@ impl LockService {
     fn clock(&self, now: UnixMillis) -> engine::Clock {
         engine::Clock {
             now,
-            max_skew_ms: self.max_clock_skew_ms,
+            max_skew_ms: if self.planted.no_skew_margin {
+                0
+            } else {
+                self.max_clock_skew_ms
+            },
         }
     }
 
@@ -340,7 +382,7 @@ impl LockService {
         deadline: Instant,
         latest: bool,
     ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
-        let now = UnixMillis::now();
+        let now = self.wall.now();
         let (stored, queue) = if latest {
             self.store.read_latest_with_queue(name, deadline).await?
         } else {
@@ -363,15 +405,19 @@ impl LockService {
     ) -> Result<bool, ServiceError> {
         // Not from a lagging follower: after a newer grant was acknowledged to anyone, this
         // must not call an older token current.
-        let current = self.store.read_latest(name, self.deadline()).await?;
+        let current = if self.planted.stale_validate {
+            self.store.read(name, self.deadline()).await?
+        } else {
+            self.store.read_latest(name, self.deadline()).await?
+        };
         let record = current.map(|s| s.record).unwrap_or_default();
-        Ok(engine::is_current(&record, token, UnixMillis::now()))
+        Ok(engine::is_current(&record, token, self.wall.now()))
     }
 
     /// Held or expired locks, in name order; the bool says whether more may follow.
     pub async fn list(&self, query: &ListQuery) -> Result<(Vec<LockSnapshot>, bool), ServiceError> {
         let page = self.store.list(query, self.deadline()).await?;
-        let now = UnixMillis::now();
+        let now = self.wall.now();
         let locks = page
             .locks
             .iter()
@@ -391,7 +437,7 @@ impl LockService {
             .max_waiting_calls
             .saturating_sub(self.waiting_calls.available_permits());
         self.metrics.waiting_calls.set(waiting as i64);
-        let held = self.cache.held(UnixMillis::now());
+        let held = self.cache.held(self.wall.now());
         self.metrics.locks_held.set(held as i64);
         self.metrics.joins_seated.set(self.joins.seated() as i64);
     }

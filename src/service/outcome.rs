@@ -17,7 +17,7 @@
 
 use tracing::warn;
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::{LockService, Put, ServiceError};
 use crate::model::LockName;
@@ -35,6 +35,14 @@ impl LockService {
         next: LockRecord,
         deadline: Instant,
     ) -> Result<Put, ServiceError> {
+        let blind;
+        let current = match current {
+            Some(stored) if self.planted.blind_grant && grants(stored, &next) => {
+                blind = self.store.read_latest(name, deadline).await?;
+                blind.as_ref()
+            }
+            current => current,
+        };
         let written = match current {
             None => self.store.create(name, &next, deadline).await,
             Some(stored) => {
@@ -64,6 +72,9 @@ impl LockService {
             Err(StoreError::OutcomeUnknown(why)) => {
                 warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
                 self.cache.forget(name);
+                if self.planted.guess_landed {
+                    return Ok(Put::Landed(Box::new(next), Version::plain(0)));
+                }
                 let before = current.map(|s| &s.record);
                 match self
                     .store
@@ -79,6 +90,12 @@ impl LockService {
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// A write that gives the lock to another lease than holds it (for `Planted::blind_grant`).
+fn grants(current: &Stored, next: &LockRecord) -> bool {
+    let lease = |record: &LockRecord| record.holder.as_ref().and_then(|h| h.lease_id);
+    lease(next).is_some() && lease(next) != lease(&current.record)
 }
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on

@@ -27,7 +27,7 @@
 //! it is most likely refused, and an optimistic write or a plain read first would only be
 //! followed by that read.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::{LockService, ServiceError};
 use crate::engine;

@@ -6,7 +6,7 @@
 //! was lost on, which may not come back. A release that ends before it knows (its caller
 //! left mid-write, an error, or no rounds left) leaves that to `unsettled`.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::events::{affected_by, EventKind};
 use super::group_commit::{Carried, Rider};
@@ -42,7 +42,7 @@ impl LockService {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
             let deadline = self.round_deadline(began);
-            let now = UnixMillis::now();
+            let now = self.wall.now();
             let Read {
                 stored,
                 record,
@@ -163,7 +163,7 @@ impl LockService {
         let mut unsettled = UnsettledHandOff::new(self, name);
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
-            let now = UnixMillis::now();
+            let now = self.wall.now();
             // Once a write's lost answer was read back as not landed, every round reads after
             // a sync: the next read may go out on another session than that one, and only a
             // read after a sync can show the hold gone (see `reading`).
@@ -336,7 +336,7 @@ impl LockService {
                     (None, Some(_)) => HoldEnd::HandedOff,
                     (None, None) => HoldEnd::Released,
                 };
-                self.metrics.hold_ended(end, ended, UnixMillis::now());
+                self.metrics.hold_ended(end, ended, self.wall.now());
             }
             match to {
                 Some(to) => {

@@ -2,7 +2,8 @@
 //! see `joining`), the engine's decision, and what the call does about it: take the lock,
 //! register as the requestor, give up, or wait for the next change.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::events::{AcquireAudit, EventKind};
 use super::joining::Grace;
@@ -56,7 +57,7 @@ impl LockService {
                 let since = *state.trouble_since.get_or_insert_with(Instant::now);
                 let waited_out = ticket
                     .wait_until()
-                    .is_some_and(|until| UnixMillis::now() >= until);
+                    .is_some_and(|until| self.wall.now() >= until);
                 if gives_up_in_trouble(
                     since.elapsed(),
                     self.store_timeout,
@@ -81,7 +82,7 @@ impl LockService {
     ) -> Result<Step, ServiceError> {
         let received = state.received;
         let deadline = self.deadline();
-        let now = UnixMillis::now();
+        let now = self.wall.now();
         let after_grace = std::mem::take(&mut state.grace_ran_out);
         let remembered = if std::mem::take(&mut state.carried) {
             self.rider_turn(name, me).map(|(read, uncounted)| {

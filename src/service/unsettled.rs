@@ -22,7 +22,8 @@
 //! waits: whether that waiter waits here is asked when the guard goes, since one whose join
 //! was still being answered when the release decided may have registered since.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::local::LocalWaiters;
 use super::LockService;

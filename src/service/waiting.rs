@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use sha2::{Digest, Sha256};
 
@@ -59,19 +59,22 @@ pub(super) struct WaitState<'a> {
     pub(super) refusing: bool,
 }
 
-/// The queue key of a call: derived from its request id, so a retry finds its entry.
-fn waiter_key(name: &LockName, request: &AcquireRequest) -> String {
-    match &request.request_id {
-        Some(id) => {
-            let digest = Sha256::digest(format!(
-                "{name}\0{}\0{}",
-                request.owner.as_str(),
-                id.as_str()
-            ));
-            digest[..16].iter().map(|b| format!("{b:02x}")).collect()
-        }
-        None => uuid::Uuid::new_v4().simple().to_string(),
-    }
+/// The queue key of a call: derived from its request id, so a retry finds its entry, or
+/// else from the fresh lease it would be granted, which is its alone.
+fn waiter_key(
+    name: &LockName,
+    request: &AcquireRequest,
+    new_lease: crate::model::LeaseId,
+) -> String {
+    let digest = match &request.request_id {
+        Some(id) => Sha256::digest(format!(
+            "{name}\0{}\0{}",
+            request.owner.as_str(),
+            id.as_str()
+        )),
+        None => Sha256::digest(format!("lease\0{new_lease}")),
+    };
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl LockService {
@@ -89,11 +92,11 @@ impl LockService {
             return Err(ServiceError::TooManyWaiting);
         };
         self.metrics.waits_started.inc();
-        let received_at = UnixMillis(UnixMillis::now().0 - received.elapsed().as_millis() as i64);
+        let received_at = UnixMillis(self.wall.now().0 - received.elapsed().as_millis() as i64);
         // Counted from now, so that no acquire here takes the lock past this call on what the
         // record may not say yet.
         let _joining = self.local.joining(name);
-        let ticket = request.ticket(waiter_key(name, request), new_lease, received_at);
+        let ticket = request.ticket(waiter_key(name, request, new_lease), new_lease, received_at);
         // Only an entry whose key is this call's alone (no `request_id`) can be judged.
         let own_key = request.request_id.is_none();
         let session_before = own_key.then(|| self.store.entry_session()).flatten();
@@ -165,7 +168,7 @@ impl LockService {
                     Notice::Handed(handed) => {
                         self.metrics.wakeups.at(Wakeup::Handed).inc();
                         let (record, rest) = &*handed;
-                        return Ok(self.granted(name, ticket, record, rest, UnixMillis::now()));
+                        return Ok(self.granted(name, ticket, record, rest, self.wall.now()));
                     }
                     Notice::Pending | Notice::Idle => continue,
                 },

@@ -6,11 +6,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use tokio::time::Instant;
 
 use async_trait::async_trait;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, Notify};
 
 use super::{
     listed, Change, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
@@ -30,8 +30,9 @@ pub struct MemoryStore {
 struct Inner {
     locks: BTreeMap<LockName, Entry>,
     queues: HashMap<LockName, Vec<(Waiter, Ticket)>>,
-    /// Bumped whenever a lock's record or queue changes; waiters subscribe.
-    changes: HashMap<LockName, watch::Sender<u64>>,
+    /// Notified whenever a lock's record or queue changes. (`Notify` wakes its waiters in
+    /// the order they came, so a simulation on this store replays exactly.)
+    changes: HashMap<LockName, Arc<Notify>>,
     last_zxid: i64,
     last_seq: u64,
     feed: Feed,
@@ -45,6 +46,7 @@ impl Default for Feed {
     }
 }
 
+#[derive(Clone)]
 struct Entry {
     record: LockRecord,
     version: i32,
@@ -61,11 +63,11 @@ impl Inner {
         if self.feed.0.receiver_count() > 0 {
             let _ = self.feed.0.send(Change::Lock(name.clone()));
         }
-        if let Some(sender) = self.changes.get(name) {
-            if sender.receiver_count() == 0 {
+        if let Some(waiters) = self.changes.get(name) {
+            if Arc::strong_count(waiters) == 1 {
                 self.changes.remove(name);
             } else {
-                sender.send_modify(|n| *n += 1);
+                waiters.notify_waiters();
             }
         }
     }
@@ -176,6 +178,22 @@ impl Inner {
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A copy of the records and queues as they are now, which later writes leave as it is:
+    /// what a server that lags behind serves (see `store::sim`). Nobody watches the copy.
+    pub fn frozen_copy(&self) -> MemoryStore {
+        let inner = self.lock();
+        let copy = Inner {
+            locks: inner.locks.clone(),
+            queues: inner.queues.clone(),
+            last_zxid: inner.last_zxid,
+            last_seq: inner.last_seq,
+            ..Inner::default()
+        };
+        MemoryStore {
+            inner: Mutex::new(copy),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -375,33 +393,33 @@ impl LockStore for MemoryStore {
         seen: Option<Version>,
         until: Instant,
     ) -> Result<Wake, StoreError> {
-        let mut changes = {
-            let mut inner = self.lock();
-            let already = match watch {
+        let waiters = self.lock().changes.entry(name.clone()).or_default().clone();
+        // Registered before the look, so that a change made after the look (by a write,
+        // which takes the lock) is not missed.
+        let changed = waiters.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let already = {
+            let inner = self.lock();
+            match watch {
                 Watch::Record => inner.version_of(name) != seen.map(|v| v.number),
                 Watch::Predecessor(id) => !inner
                     .queues
                     .get(name)
                     .is_some_and(|q| q.iter().any(|(w, _)| &w.id == id)),
-            };
-            if already {
-                return Ok(match watch {
-                    Watch::Record => Wake::Record,
-                    Watch::Predecessor(_) => Wake::Predecessor,
-                });
             }
-            inner
-                .changes
-                .entry(name.clone())
-                .or_insert_with(|| watch::Sender::new(0))
-                .subscribe()
         };
+        let woken = match watch {
+            Watch::Record => Wake::Record,
+            Watch::Predecessor(_) => Wake::Predecessor,
+        };
+        if already {
+            return Ok(woken);
+        }
         tokio::select! {
-            _ = changes.changed() => Ok(match watch {
-                Watch::Record => Wake::Record,
-                Watch::Predecessor(_) => Wake::Predecessor,
-            }),
-            _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
+            biased;
+            _ = changed => Ok(woken),
+            _ = tokio::time::sleep_until(until) => Ok(Wake::Timer),
         }
     }
 

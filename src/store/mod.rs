@@ -5,7 +5,8 @@
 //! a write against a changed record reports [`WriteOutcome::Conflict`] so the caller can
 //! re-read and decide again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 
@@ -15,6 +16,7 @@ use crate::record::LockRecord;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod memory;
+pub mod sim;
 pub mod zk;
 
 /// A record as read, with what a conditional write against it needs.

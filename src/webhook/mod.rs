@@ -17,7 +17,8 @@
 //! attacker nothing (wildcard DNS), so it would not bound anything `MAX_TARGETS` does not.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use serde_json::json;
 use tracing::{info, warn};

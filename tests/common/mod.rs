@@ -63,7 +63,7 @@ pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
         "--gc-delay-ms".into(),
         "8500".into(),
         // One process on one clock: lazy expiry at the lease's end keeps the tests short.
-        // The skew margin is tested where clocks differ (tests/holes.rs, the chaos rig).
+        // The skew margin is tested where clocks differ (tests/suite/holes.rs, the chaos rig).
         "--max-clock-skew-ms".into(),
         "0".into(),
     ];

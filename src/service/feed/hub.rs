@@ -2,7 +2,8 @@
 //! ends, one of them a turn (see the parent module for what it keeps and why).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::sync::{broadcast, mpsc};
 
@@ -21,6 +22,7 @@ impl State {
         loop {
             let next_expiry = self.next_expiry();
             tokio::select! {
+                biased;
                 command = commands.recv() => match command {
                     Some(command) => self.command(command).await,
                     None => return,

@@ -38,7 +38,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::debug;
 
 use super::{snapshot, LockSnapshot};
-use crate::model::{LockName, UnixMillis};
+use crate::model::{LockName, UnixMillis, WallClock};
 use crate::record::LockRecord;
 use crate::store::{Change, ListQuery, LockStore, StoreError};
 use crate::waiter::Waiter;
@@ -128,24 +128,6 @@ struct OpenStream {
 impl Drop for OpenStream {
     fn drop(&mut self) {
         let _ = self.commands.send(Command::Close(self.interest.clone()));
-    }
-}
-
-/// The wall clock the hub judges lease ends by: the system's, or a test's.
-#[derive(Clone)]
-pub struct WallClock(Arc<dyn Fn() -> UnixMillis + Send + Sync>);
-
-impl WallClock {
-    pub fn system() -> WallClock {
-        WallClock(Arc::new(UnixMillis::now))
-    }
-
-    pub fn new(now: impl Fn() -> UnixMillis + Send + Sync + 'static) -> WallClock {
-        WallClock(Arc::new(now))
-    }
-
-    pub fn now(&self) -> UnixMillis {
-        (self.0)()
     }
 }
 

@@ -1,10 +1,11 @@
 //! The hub on the in-memory store: a stream that stops reading, and the hub's lifetime.
-//! (The randomised test of the hub against a model is tests/hub_model.rs.)
+//! (The randomised test of the hub against a model is tests/suite/hub_model.rs.)
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::*;
-use crate::model::UnixMillis;
+use crate::model::{UnixMillis, WallClock};
 use crate::record::Holder;
 use crate::store::memory::MemoryStore;
 

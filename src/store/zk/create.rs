@@ -1,7 +1,7 @@
 //! Creating lock records in ZooKeeper: the parents of nested names (containers), the
 //! create transaction that never leaves a record at version 0, and replacing an empty node.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use zookeeper_client as zk;
 

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use futures::future::join_all;
 use zookeeper_client as zk;
@@ -49,7 +49,7 @@ pub(super) fn walk<'a>(
     Box::pin(async move {
         let late = Late::sent(ZkOp::GetChildren, deadline);
         let listed = metrics.time(ZkOp::GetChildren, client.list_children(dir));
-        let mut children = match tokio::time::timeout_at(deadline.into(), listed).await {
+        let mut children = match tokio::time::timeout_at(deadline, listed).await {
             Ok(Ok(children)) => children,
             Ok(Err(zk::Error::NoNode)) => return Ok(()),
             Ok(Err(e)) => return Err(Ok(e)),
@@ -88,7 +88,7 @@ pub(super) fn walk<'a>(
                 metrics.time(ZkOp::GetData, client.get_data(&format!("{dir}/{child}")))
             }));
             let late = Late::sent(ZkOp::GetData, deadline);
-            let results = tokio::time::timeout_at(deadline.into(), reads)
+            let results = tokio::time::timeout_at(deadline, reads)
                 .await
                 .map_err(|_| Err(NoAnswer::TimedOut(late)))?;
             for ((child, name), result) in batch.iter().zip(results) {

@@ -11,7 +11,8 @@
 //! [`StoreError::OutcomeUnknown`] so the service re-reads.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use tracing::warn;
@@ -135,7 +136,7 @@ impl ZkStore {
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<Result<T, E>, NoAnswer> {
         let late = Late::sent(op, deadline);
-        tokio::time::timeout_at(deadline.into(), self.metrics.time(op, call))
+        tokio::time::timeout_at(deadline, self.metrics.time(op, call))
             .await
             .map_err(|_| NoAnswer::TimedOut(late))
     }

@@ -1,7 +1,8 @@
 //! A ZooKeeper call that got no answer ([`NoAnswer`]), and for a timeout which request it
 //! was and how long it had ([`Late`]), logged where the timeout becomes an error.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tracing::info;
 

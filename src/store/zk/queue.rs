@@ -5,7 +5,7 @@
 //! A hand-off is one `multi`: write the record at the version read, and delete the
 //! waiter's node, so the lock never goes to a waiter that has left.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use zookeeper_client as zk;
 
@@ -366,7 +366,7 @@ impl ZkStore {
         tokio::select! {
             _ = watcher.changed() => Ok(woken),
             _ = replaced.changed() => Ok(woken),
-            _ = tokio::time::sleep_until(until.into()) => Ok(Wake::Timer),
+            _ = tokio::time::sleep_until(until) => Ok(Wake::Timer),
         }
     }
 }

@@ -12,7 +12,7 @@
 //! read answered `503` though a stand-in was ready within milliseconds.
 
 use std::future::Future;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use zookeeper_client as zk;
 

@@ -61,7 +61,8 @@
 //! reports it (`report_contradiction`); the supervisor then gives the primary up as above.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -163,7 +164,7 @@ impl ZkSession {
                 }
             }
         };
-        tokio::time::timeout_at(deadline.into(), usable).await.ok()
+        tokio::time::timeout_at(deadline, usable).await.ok()
     }
 
     /// The primary session's client, for what must live and die with it (waiter nodes);
@@ -183,7 +184,7 @@ impl ZkSession {
     ) -> Option<(zk::Client, watch::Receiver<Option<zk::Client>>)> {
         let mut current = self.shared.current.subscribe();
         let ready = current.wait_for(Option::is_some);
-        let client = match tokio::time::timeout_at(deadline.into(), ready).await {
+        let client = match tokio::time::timeout_at(deadline, ready).await {
             Ok(Ok(client)) => client.clone()?,
             _ => return None,
         };

@@ -2,7 +2,7 @@
 //! planned on (`client_for`), never with the "any version" -1, and leaves a live record at
 //! an even version (see `Ops::set_record`); the collector's fence leaves an odd one.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use zookeeper_client as zk;
 

@@ -342,6 +342,9 @@ pub struct History {
     pub fenced_writes: u64,
     /// The first few of those.
     pub fenced_rejected: Vec<FencedRejection>,
+    /// What the store held once every call had ended and the collector's delays had passed
+    /// that it should not have (a simulation looks; a run on real servers leaves it empty).
+    pub leftovers: Vec<String>,
 }
 
 impl History {
@@ -356,6 +359,7 @@ impl History {
             fenced_rejections: 0,
             fenced_writes: 0,
             fenced_rejected: Vec::new(),
+            leftovers: Vec::new(),
         }
     }
 

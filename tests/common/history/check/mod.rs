@@ -46,6 +46,9 @@ pub struct CheckConfig {
     pub max_skew_ms: i64,
     /// How long after its client gave up an unknown-outcome call may still take effect.
     pub unknown_window_ms: i64,
+    /// How long past its `waiting_ms` (0 without one) an acquire may take to be answered:
+    /// the store timeouts of its last rounds. `None` leaves it unchecked.
+    pub answer_within_ms: Option<i64>,
 }
 
 impl Default for CheckConfig {
@@ -56,6 +59,7 @@ impl Default for CheckConfig {
             renew_margin_ms: 0,
             max_skew_ms: 0,
             unknown_window_ms: 10_000,
+            answer_within_ms: None,
         }
     }
 }
@@ -142,6 +146,8 @@ pub fn check(history: &History, config: &CheckConfig) -> Report {
     checker.token_order();
     checker.stale_validates();
     checker.lost_leases();
+    checker.unanswered();
+    checker.garbage();
     let mut outcomes = BTreeMap::new();
     for op in &history.ops {
         let key = format!("{} {}", op.call.kind(), op.outcome.label());
@@ -337,8 +343,9 @@ impl<'h> Checker<'h> {
         let window = self.config.unknown_window_ms;
         let from = holder.grant.invoke_ms;
         self.history.ops.iter().find(|op| {
-            if op.lock != holder.grant.lock || op.invoke_ms >= until_ms || op.id == holder.grant.id
-            {
+            // Invoked in the same millisecond as `until_ms` may still have come first: the
+            // recorded times round outwards.
+            if op.lock != holder.grant.lock || op.invoke_ms > until_ms || op.id == holder.grant.id {
                 return false;
             }
             let o = &op.outcome;

@@ -226,4 +226,38 @@ impl<'h> Checker<'h> {
             self.violation(Check::LostLease, &ops, message);
         }
     }
+
+    /// Check 6: every acquire is answered within its `waiting_ms` plus the allowance.
+    pub(super) fn unanswered(&mut self) {
+        let Some(within) = self.config.answer_within_ms else {
+            return;
+        };
+        let history = self.history;
+        for op in &history.ops {
+            let Call::Acquire { waiting_ms, .. } = &op.call else {
+                continue;
+            };
+            let allowed = waiting_ms.unwrap_or(0) as i64 + within;
+            let took = op.complete_ms - op.invoke_ms;
+            if took > allowed {
+                let text = self.op(op);
+                self.violation(
+                    Check::Unanswered,
+                    &[op],
+                    format!("answered after {took} ms, more than the {allowed} ms allowed: {text}"),
+                );
+            }
+        }
+    }
+
+    /// Check 7: nothing is left in the store once every call has ended.
+    pub(super) fn garbage(&mut self) {
+        for left in &self.history.leftovers {
+            self.violations.push(super::Violation {
+                check: Check::Garbage,
+                ops: Vec::new(),
+                message: left.clone(),
+            });
+        }
+    }
 }

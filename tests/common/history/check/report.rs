@@ -22,15 +22,23 @@ pub enum Check {
     LostLease,
     /// 5. One `lease_id` returned to two acquires that are not the same request.
     RegrantedLease,
+    /// 6. An acquire answered (or given up by its client) later than its `waiting_ms`
+    ///    plus [`CheckConfig::answer_within_ms`](super::CheckConfig).
+    Unanswered,
+    /// 7. Something left in the store after every call ended and the collector's delays
+    ///    passed: a free record, or a queue entry ([`History::leftovers`](super::super::History)).
+    Garbage,
 }
 
 impl Check {
-    pub const ALL: [Check; 5] = [
+    pub const ALL: [Check; 7] = [
         Check::Overlap,
         Check::TokenOrder,
         Check::StaleValidate,
         Check::LostLease,
         Check::RegrantedLease,
+        Check::Unanswered,
+        Check::Garbage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +48,8 @@ impl Check {
             Check::StaleValidate => "stale_validate",
             Check::LostLease => "lost_lease",
             Check::RegrantedLease => "regranted_lease",
+            Check::Unanswered => "unanswered",
+            Check::Garbage => "garbage",
         }
     }
 }

@@ -1,0 +1,394 @@
+//! The history checker: each lease check fed a hand-built history with a planted violation,
+//! a clean history, the time conversions, the report; and the workload end to end against
+//! one instance in memory and one on ZooKeeper. The token checks are in checker_tokens.rs.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::history::hand_built::{acquire, grant, only, run, run_with, L, T};
+use common::history::{
+    check, liveness_probe, Call, Check, CheckConfig, History, Op, Workload, WorkloadConfig,
+};
+
+#[test]
+fn a_clean_history_passes() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10), // live until 1009
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 400, T + 410)
+            .renewed(T + 1405),
+        Op::new(1, 0, L, Call::validate(10))
+            .at(T + 500, T + 505)
+            .current(true),
+        // client 2 waits; the release hands the lock over in the same write
+        grant(2, 0, "lease-b", 20, 300, 620),
+        Op::new(1, 0, L, Call::release("lease-a"))
+            .at(T + 600, T + 615)
+            .ok(),
+        Op::new(1, 0, L, Call::validate(10))
+            .at(T + 700, T + 705)
+            .current(false),
+        Op::new(3, 0, L, Call::acquire("c3", 0, 500))
+            .at(T + 800, T + 805)
+            .refused(409, "lock_held"),
+        Op::new(3, 0, L, Call::validate(20))
+            .at(T + 900, T + 4000)
+            .unknown(),
+        // lease-b lapses at 1619; lease-c is granted after it
+        grant(3, 0, "lease-c", 30, 1610, 1625),
+        Op::new(2, 0, L, Call::renew("lease-b"))
+            .at(T + 1700, T + 1705)
+            .refused(409, "not_owner"),
+    ];
+    let report = run(ops);
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.ops, 10);
+    assert_eq!(report.grants, 3);
+    assert_eq!(report.outcome("acquire", "200"), 3);
+    assert_eq!(report.outcome("acquire", "409 lock_held"), 1);
+    assert_eq!(report.outcome("validate", "unknown"), 1);
+    assert_eq!(report.outcome("renew", "409 not_owner"), 1);
+}
+
+#[test]
+fn overlapping_grants_are_found() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10), // live until 1009
+        grant(2, 0, "lease-b", 20, 400, 500),
+    ];
+    let report = run(ops);
+    only(&report, Check::Overlap, 1);
+    let v = &report.violations[0];
+    assert_eq!(v.ops[..2], [0, 1]);
+    assert!(v.message.contains("509 ms of overlap"), "{}", v.message);
+}
+
+#[test]
+fn an_acknowledged_renew_extends_the_lease() {
+    let renew = Op::new(1, 0, L, Call::renew("lease-a"))
+        .at(T + 800, T + 810)
+        .renewed(T + 1805);
+    let later = grant(2, 0, "lease-b", 20, 1200, 1500);
+    let report = run(vec![grant(1, 0, "lease-a", 10, 0, 10), later.clone()]);
+    assert!(report.is_clean(), "{report}");
+    let report = run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew, later]);
+    only(&report, Check::Overlap, 1);
+}
+
+#[test]
+fn an_unacknowledged_renew_does_not_extend_the_lease() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 800, T + 3800)
+            .unknown(),
+        grant(2, 0, "lease-b", 20, 1200, 1500),
+    ];
+    assert!(run(ops).is_clean());
+}
+
+#[test]
+fn the_last_renew_counts_even_when_it_shortens_the_lease() {
+    let ops = vec![
+        acquire(1, 0, 2000)
+            .at(T, T + 10)
+            .granted("lease-a", 10, T + 5, T + 2005),
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 100, T + 110)
+            .renewed(T + 405),
+        grant(2, 0, "lease-b", 20, 300, 500),
+    ];
+    assert!(run(ops).is_clean());
+}
+
+#[test]
+fn a_release_call_ends_the_lease_whatever_its_answer() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        Op::new(1, 0, L, Call::release("lease-a"))
+            .at(T + 300, T + 3300)
+            .unknown(),
+        grant(2, 0, "lease-b", 20, 250, 350),
+    ];
+    assert!(run(ops).is_clean());
+}
+
+#[test]
+fn preemption_by_a_higher_priority_is_no_overlap_nor_a_lost_lease() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        grant(2, 3, "lease-b", 20, 100, 200),
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 300, T + 310)
+            .refused(409, "not_owner"),
+    ];
+    assert!(run(ops).is_clean());
+    // Equal priority never preempts.
+    let ops = vec![
+        grant(1, 2, "lease-a", 10, 0, 10),
+        grant(2, 2, "lease-b", 20, 100, 200),
+    ];
+    only(&run(ops), Check::Overlap, 1);
+}
+
+#[test]
+fn an_unknown_higher_priority_acquire_may_have_preempted() {
+    let preemptor = Op::new(3, 0, L, Call::acquire("c3", 5, 1000))
+        .at(T + 50, T + 3050)
+        .unknown();
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        preemptor.clone(),
+        grant(2, 0, "lease-b", 20, 100, 200),
+    ];
+    assert!(run(ops).is_clean());
+    // A lower one could not have.
+    let mut lower = preemptor;
+    lower.call = Call::acquire("c3", 0, 1000);
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        lower,
+        grant(2, 0, "lease-b", 20, 100, 200),
+    ];
+    only(&run(ops), Check::Overlap, 1);
+}
+
+#[test]
+fn tolerance_absorbs_clock_jitter() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10), // live until 1009
+        grant(2, 0, "lease-b", 20, 990, 1006),
+    ];
+    only(&run(ops.clone()), Check::Overlap, 1);
+    let config = CheckConfig {
+        tolerance_ms: 5,
+        ..CheckConfig::default()
+    };
+    assert!(run_with(ops, &config).is_clean());
+}
+
+#[test]
+fn service_times_are_converted_with_the_instance_offset() {
+    // Instance 1 runs 5 s ahead: its expires_at T+6005 is T+1005 on the test clock.
+    let mut a = acquire(1, 0, 1000)
+        .at(T, T + 10)
+        .granted("lease-a", 10, T + 5005, T + 6005);
+    a.instance = 1;
+    let b = grant(2, 0, "lease-b", 20, 1100, 1200);
+    let skewed = CheckConfig::with_offsets(vec![0, 5000]);
+    assert!(run_with(vec![a.clone(), b.clone()], &skewed).is_clean());
+    let report = run_with(vec![a, b], &CheckConfig::default());
+    only(&report, Check::Overlap, 1);
+}
+
+#[test]
+fn a_hand_off_written_by_another_instance_uses_that_instance_s_clock() {
+    // Client 2 waits on instance 0; instance 1 (5 s ahead) releases and writes the hand-off
+    // at T+600 (its T+5600): the answer carries instance 1's times.
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        grant(2, 0, "lease-b", 20, 100, 610).granted("lease-b", 20, T + 5600, T + 6600),
+        Op::new(1, 1, L, Call::release("lease-a"))
+            .at(T + 590, T + 605)
+            .ok(),
+        grant(3, 0, "lease-c", 30, 1700, 1710),
+    ];
+    let report = run_with(ops, &CheckConfig::with_offsets(vec![0, 5000]));
+    assert!(report.is_clean(), "{report}");
+    assert!(report.notes.is_empty(), "{report}");
+}
+
+#[test]
+fn a_lost_lease_is_found() {
+    let renew = |at: i64| {
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + at, T + at + 5)
+            .refused(409, "not_owner")
+    };
+    let report = run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew(300)]);
+    only(&report, Check::LostLease, 1);
+    assert!(report.violations[0].message.contains("704 ms before"));
+    // Invoked well before the end, but answered after it: decided after a takeover, maybe.
+    let slow = Op::new(1, 0, L, Call::renew("lease-a"))
+        .at(T + 600, T + 1800)
+        .refused(409, "not_owner");
+    assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), slow]).is_clean());
+    // Past the known end, or within the margin, a refusal is fine (lazy expiry is no promise).
+    assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), renew(1100)]).is_clean());
+    let margin = CheckConfig {
+        renew_margin_ms: 100,
+        ..CheckConfig::default()
+    };
+    assert!(run_with(vec![grant(1, 0, "lease-a", 10, 0, 10), renew(950)], &margin).is_clean());
+    // An unacknowledged renew says nothing.
+    let unknown = renew(300).unknown();
+    assert!(run(vec![grant(1, 0, "lease-a", 10, 0, 10), unknown]).is_clean());
+}
+
+/// Every instance waits `max_skew_ms` past a lease's end on its own clock before it takes
+/// the lease over; the one whose clock runs furthest ahead of the clock that wrote the expiry
+/// comes first. CI's chaos run: instance 1, 5 s behind, wrote a lease that the others could
+/// take 500 ms after its end, and a renew slowed by the faults was answered after that.
+#[test]
+fn a_refusal_is_judged_against_the_first_possible_takeover() {
+    let skew = |offsets: Vec<i64>| CheckConfig {
+        max_skew_ms: 5500,
+        ..CheckConfig::with_offsets(offsets)
+    };
+    let renew = |done: i64| {
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 900, T + done)
+            .refused(409, "not_owner")
+    };
+    // Written by instance 0; instance 1 runs 5 s ahead: taken over from t+1509 at the
+    // earliest. (Instance 1 takes part in the history, so its clock counts.)
+    let on_one = Op::new(3, 1, L, Call::validate(10))
+        .at(T + 50, T + 60)
+        .current(true);
+    let ahead = skew(vec![0, 5000]);
+    let history = |done| {
+        vec![
+            grant(1, 0, "lease-a", 10, 0, 10),
+            on_one.clone(),
+            renew(done),
+        ]
+    };
+    let report = run_with(history(1300), &ahead);
+    only(&report, Check::LostLease, 1);
+    assert!(report.violations[0].message.contains("209 ms before"));
+    assert!(run_with(history(1600), &ahead).is_clean());
+    // An instance with no call in the history takes no part.
+    let alone = vec![grant(1, 0, "lease-a", 10, 0, 10), renew(1600)];
+    only(&run_with(alone, &ahead), Check::LostLease, 1);
+    // A max skew smaller than the clocks' spread never moves the takeover before the end.
+    let too_small = CheckConfig {
+        max_skew_ms: 0,
+        ..CheckConfig::with_offsets(vec![0, 5000])
+    };
+    let early = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        on_one.clone(),
+        renew(950),
+    ];
+    only(&run_with(early, &too_small), Check::LostLease, 1);
+    // Without a clock ahead of the writer's, the lease is safe for 5.5 s past its end.
+    let history = |done| vec![grant(1, 0, "lease-a", 10, 0, 10), renew(done)];
+    only(
+        &run_with(history(3000), &skew(vec![0])),
+        Check::LostLease,
+        1,
+    );
+    // Written by instance 1, 5 s behind (its expires_at T+1009-5000 is T+1009 here): the
+    // others take it over from t+1509.
+    let mut behind =
+        acquire(1, 0, 1000)
+            .at(T, T + 10)
+            .granted("lease-a", 10, T + 9 - 5000, T + 1009 - 5000);
+    behind.instance = 1;
+    let history = |done| vec![behind.clone(), renew(done)];
+    only(
+        &run_with(history(1300), &skew(vec![0, -5000])),
+        Check::LostLease,
+        1,
+    );
+    assert!(run_with(history(1600), &skew(vec![0, -5000])).is_clean());
+}
+
+#[test]
+fn a_force_release_explains_a_lost_lease() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        Op::new(9, 0, L, Call::ForceRelease)
+            .at(T + 100, T + 110)
+            .ok(),
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 300, T + 305)
+            .refused(409, "not_owner"),
+    ];
+    assert!(run(ops).is_clean());
+    // But not one on another lock.
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        Op::new(9, 0, "wl/l1", Call::ForceRelease)
+            .at(T + 100, T + 110)
+            .ok(),
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 300, T + 305)
+            .refused(409, "not_owner"),
+    ];
+    only(&run(ops), Check::LostLease, 1);
+}
+
+#[test]
+fn a_lease_granted_twice_is_found() {
+    let first = grant(1, 0, "lease-a", 10, 0, 10);
+    let again = grant(2, 0, "lease-a", 10, 100, 110);
+    only(&run(vec![first.clone(), again]), Check::RegrantedLease, 1);
+    // A re-acquire by the holder returns the same lease.
+    let mut call = Call::acquire("c1", 0, 1000);
+    if let Call::Acquire { lease_id, .. } = &mut call {
+        *lease_id = Some("lease-a".to_owned());
+    }
+    let reacquire =
+        Op::new(1, 0, L, call)
+            .at(T + 100, T + 110)
+            .granted("lease-a", 10, T + 5, T + 1105);
+    assert!(run(vec![first.clone(), reacquire]).is_clean());
+    // So does a retry with the same request_id.
+    let with_id = |op: Op| {
+        let mut op = op;
+        if let Call::Acquire { request_id, .. } = &mut op.call {
+            *request_id = Some("req-1".to_owned());
+        }
+        op
+    };
+    let retry = with_id(grant(1, 0, "lease-a", 10, 100, 110));
+    assert!(run(vec![with_id(first), retry]).is_clean());
+}
+
+#[test]
+fn the_report_prints_counts_and_violations() {
+    let ops = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        grant(2, 0, "lease-b", 20, 400, 500),
+    ];
+    let mut history = History::new(ops);
+    history.fenced_writes = 2;
+    history.fenced_rejections = 1;
+    let text = check(&history, &CheckConfig::default()).to_string();
+    assert!(text.contains("2 ops, 2 grants, 1 violations"), "{text}");
+    assert!(text.contains("fenced writes 2 (rejected 1)"), "{text}");
+    assert!(text.contains("acquire 200: 2"), "{text}");
+    assert!(text.contains("overlap 1, token_order 0"), "{text}");
+    assert!(text.contains("[overlap] lock wl/l0: #1 c2@i0"), "{text}");
+}
+
+/// Runs 16 clients for 8 s against `url` and checks the history and liveness.
+async fn workload_against(url: String, seed: u64) {
+    let mut config = WorkloadConfig::new(vec![url]);
+    config.seed = seed;
+    let history = Workload::run(config.clone()).await;
+    let report = check(&history, &CheckConfig::default());
+    println!("{report}");
+    assert!(report.ops > 200, "{report}");
+    assert!(report.grants > 20, "{report}");
+    assert!(report.outcome("renew", "200") > 0, "{report}");
+    assert!(report.outcome("validate", "200") > 0, "{report}");
+    assert!(report.is_clean(), "{report}");
+    let failures =
+        liveness_probe(&config.urls, &config.lock_names(), Duration::from_secs(20)).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workload_in_memory_leaves_a_clean_history() {
+    let service = common::Service::memory().await;
+    workload_against(service.base.clone(), 11).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workload_on_zookeeper_leaves_a_clean_history() {
+    let service = common::Service::zk().await;
+    workload_against(service.base.clone(), 12).await;
+}

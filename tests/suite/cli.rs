@@ -1,0 +1,363 @@
+//! The `lockwarden` client commands, run as a user runs them: the real binary in child
+//! processes against services on a real ZooKeeper, with `sh -c` children that record
+//! what happened to them in files.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use common::{eventually, zk, zk_args, Service};
+use lockwarden::cli::exit;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The lockwarden binary as a client of `service`.
+fn cli(service: &Service) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lockwarden"));
+    command
+        .env("LOCKWARDEN_ADDR", &service.base)
+        .env_remove("LOCKWARDEN_TOKEN")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+async fn finish(child: &mut Child, what: &str) -> ExitStatus {
+    tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within 60 s"))
+        .unwrap()
+}
+
+async fn code(command: &mut Command) -> i32 {
+    let mut child = command.spawn().unwrap();
+    finish(&mut child, "the command").await.code().unwrap()
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn wait_for_line(path: &Path, line: &str) {
+    eventually(Duration::from_secs(20), line, || async {
+        lines(path).iter().any(|l| l == line)
+    })
+    .await;
+}
+
+/// A `sh -c` script that records "started", then records "term" when sent SIGTERM and
+/// exits 0; it runs until then.
+fn stoppable(log: &Path) -> String {
+    let log = log.display();
+    format!("trap 'echo term >> {log}; exit 0' TERM; echo started >> {log}; while :; do sleep 0.1; done")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_commands_on_one_name_run_one_after_the_other() {
+    let service = Service::zk().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo start $$ >> {log}; sleep 0.3; echo end $$ >> {log}",
+        log = log.display()
+    );
+    let mut children: Vec<Child> = (0..3)
+        .map(|_| {
+            cli(&service)
+                .args(["lock", "jobs/nightly", "--lease", "2s", "--wait", "30s"])
+                .args(["--", "sh", "-c", &script])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in &mut children {
+        assert_eq!(finish(child, "lockwarden lock").await.code(), Some(0));
+    }
+    let lines = lines(&log);
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let mut pids = Vec::new();
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start ").expect("a start");
+        let end = pair[1]
+            .strip_prefix("end ")
+            .expect("its end, before any other start");
+        assert_eq!(start, end, "{lines:?}");
+        pids.push(start.to_owned());
+    }
+    pids.sort();
+    pids.dedup();
+    assert_eq!(pids.len(), 3, "each command ran once: {lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_stops_the_holders_command_and_then_runs_its_own() {
+    let service = Service::zk().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut holder = cli(&service)
+        .args(["lock", "db/primary", "--lease", "2s", "--cleanup", "20s"])
+        .args(["--", "sh", "-c", &stoppable(&log)])
+        .spawn()
+        .unwrap();
+    wait_for_line(&log, "started").await;
+    let mut boss = cli(&service)
+        .args(["lock", "db/primary", "--priority", "10", "--wait", "30s"])
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo boss >> {}", log.display()))
+        .spawn()
+        .unwrap();
+    let holder_status = finish(&mut holder, "the holder").await;
+    assert_eq!(holder_status.code(), Some(i32::from(exit::LOST)));
+    assert_eq!(finish(&mut boss, "the boss").await.code(), Some(0));
+    assert_eq!(lines(&log), ["started", "term", "boss"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_stops_the_command_and_exits_with_the_lost_code() {
+    let service = Service::zk_with(|args| args.admin_token = Some("admin-secret".into())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut holder = cli(&service)
+        .args(["lock", "deploy/web", "--lease", "2s", "--grace", "5s"])
+        .args(["--", "sh", "-c", &stoppable(&log)])
+        .spawn()
+        .unwrap();
+    wait_for_line(&log, "started").await;
+    // Without the admin token the service refuses, and nothing happens to the holder.
+    let refused = code(cli(&service).args(["force-release", "deploy/web"])).await;
+    assert_eq!(refused, i32::from(exit::REFUSED));
+    let forced = cli(&service)
+        .args(["force-release", "deploy/web", "--token", "admin-secret"])
+        .status()
+        .await
+        .unwrap();
+    assert!(forced.success());
+    let status = finish(&mut holder, "the holder").await;
+    assert_eq!(status.code(), Some(i32::from(exit::LOST)));
+    assert_eq!(lines(&log), ["started", "term"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_pass_the_command_through_and_name_each_failure() {
+    let service = Service::zk().await;
+    let run = |args: &[&str]| {
+        let mut command = cli(&service);
+        command.args(args).stderr(Stdio::null());
+        command
+    };
+    assert_eq!(
+        code(&mut run(&["lock", "e/x", "--", "sh", "-c", "exit 7"])).await,
+        7
+    );
+    assert_eq!(
+        code(&mut run(&["lock", "e/x", "sh", "-c", "exit 0"])).await,
+        0
+    );
+    let killed = ["lock", "e/x", "--", "sh", "-c", "kill -9 $$"];
+    assert_eq!(code(&mut run(&killed)).await, 128 + 9);
+    let env = ["lock", "e/x", "--", "sh", "-c"];
+    let script = r#"test "$LOCKWARDEN_LOCK_NAME" = e/x && test -n "$LOCKWARDEN_LEASE_ID" && test "$LOCKWARDEN_FENCING_TOKEN" -gt 0"#;
+    assert_eq!(code(run(&env).arg(script)).await, 0, "the environment");
+    let missing = ["lock", "e/x", "--", "/nonexistent/command"];
+    assert_eq!(code(&mut run(&missing)).await, i32::from(exit::NOT_FOUND));
+
+    let held = service.must_acquire("e/x", "someone-else", 60_000).await;
+    let busy = ["lock", "e/x", "--wait", "0s", "--", "true"];
+    assert_eq!(code(&mut run(&busy)).await, i32::from(exit::NOT_ACQUIRED));
+    let busy = ["lock", "e/x", "--wait", "300ms", "-E", "42", "--", "true"];
+    assert_eq!(code(&mut run(&busy)).await, 42);
+    let not_an_error = ["lock", "e/x", "--wait", "0s", "-E", "0", "--", "true"];
+    assert_eq!(code(&mut run(&not_an_error)).await, 0);
+    service
+        .release("e/x", held["lease_id"].as_str().unwrap())
+        .await;
+
+    let bad_name = ["lock", "e//x", "--", "true"];
+    assert_eq!(code(&mut run(&bad_name)).await, i32::from(exit::REFUSED));
+    assert_eq!(code(&mut run(&["lock", "e/x", "--lease", "30"])).await, 2);
+    assert_eq!(code(&mut run(&["lock", "e/x", "--no-such-flag"])).await, 2);
+    let nobody = format!("http://127.0.0.1:{}", zk::free_port());
+    let unreachable = [
+        "lock",
+        "e/x",
+        "--addr",
+        &nobody,
+        "--retry-for",
+        "0s",
+        "--",
+        "true",
+    ];
+    assert_eq!(
+        code(&mut run(&unreachable)).await,
+        i32::from(exit::UNREACHABLE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_command_the_lock_is_held_until_sigterm_then_released() {
+    let service = Service::zk().await;
+    let mut holder = cli(&service)
+        .args(["lock", "hold/me", "--lease", "2s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("the lease is printed")
+        .unwrap()
+        .unwrap();
+    let token = service.info("hold/me").await["fencing_token"]
+        .as_u64()
+        .unwrap();
+    assert!(line.starts_with("lock=hold/me lease_id="), "{line}");
+    assert!(line.ends_with(&format!(" fencing_token={token}")), "{line}");
+    // The CLI renews: the 2 s lease is still held later, with the same token.
+    eventually(Duration::from_secs(20), "three leases' time", || async {
+        let info = service.info("hold/me").await;
+        assert_eq!(info["state"], "held");
+        assert_eq!(info["fencing_token"].as_u64(), Some(token));
+        info["acquired_at"].is_string() && holder_ran_for(&info, 6_000)
+    })
+    .await;
+    let pid = i32::try_from(holder.id().unwrap()).unwrap();
+    // SAFETY: signals our own child, which has not been waited for.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(finish(&mut holder, "the holder").await.code(), Some(0));
+    assert_eq!(service.info("hold/me").await["state"], "free");
+}
+
+/// Whether the holder in `info` acquired at least `ms` before its lease's current expiry
+/// minus the lease: i.e. it has renewed for that long.
+fn holder_ran_for(info: &serde_json::Value, ms: i64) -> bool {
+    let parse = |field: &str| {
+        time::OffsetDateTime::parse(
+            info[field].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    let lease = info["lease_ms"].as_i64().unwrap();
+    let held = parse("expires_at") - parse("acquired_at");
+    held.whole_milliseconds() as i64 - lease >= ms
+}
+
+/// Needs the service's event streams (GET /v1/locks/{name}/events).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_on_one_instance_prints_a_change_made_through_another() {
+    let root = common::unique_root();
+    let a = Service::start(zk_args(zk::shared(), &root)).await;
+    let b = Service::start(zk_args(zk::shared(), &root)).await;
+    let mut watcher = cli(&b)
+        .args(["watch", "shared/thing"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let snapshot = next_line(&mut out).await;
+    assert!(
+        snapshot.contains(" snapshot shared/thing state=free"),
+        "{snapshot}"
+    );
+    let grant = a.must_acquire("shared/thing", "through-a", 30_000).await;
+    let token = grant["fencing_token"].as_u64().unwrap();
+    let acquired = next_line(&mut out).await;
+    assert!(
+        acquired.contains(" acquired shared/thing state=held owner=through-a"),
+        "{acquired}"
+    );
+    assert!(acquired.contains(&format!(" token={token}")), "{acquired}");
+    a.release("shared/thing", grant["lease_id"].as_str().unwrap())
+        .await;
+    let released = next_line(&mut out).await;
+    assert!(
+        released.contains(" released shared/thing state=free"),
+        "{released}"
+    );
+}
+
+async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("an event within 20 s")
+        .unwrap()
+        .expect("watch keeps running")
+}
+
+async fn stdout_of(command: &mut Command) -> (i32, String) {
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the command finishes")
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    (output.status.code().unwrap(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_list_and_release_show_and_act_on_locks() {
+    let service = Service::zk().await;
+    let first = service.must_acquire("shown/a", "alice", 60_000).await;
+    service.must_acquire("shown/b", "bob", 60_000).await;
+    service.must_acquire("other", "carol", 60_000).await;
+
+    let (code, table) = stdout_of(cli(&service).args(["list", "--prefix", "shown/"])).await;
+    assert_eq!(code, 0);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "STATE", "OWNER", "TOKEN", "REMAINING", "WAITERS"]
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(rows[1][..3], ["shown/a", "held", "alice"]);
+    assert_eq!(rows[2][..3], ["shown/b", "held", "bob"]);
+    let (_, json) = stdout_of(cli(&service).args(["list", "--json"])).await;
+    let all: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 3);
+
+    let (code, json) = stdout_of(cli(&service).args(["status", "shown/a", "--json"])).await;
+    assert_eq!(code, 0);
+    let info: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(info["fencing_token"], first["fencing_token"]);
+    let (_, text) = stdout_of(cli(&service).args(["status", "shown/a"])).await;
+    assert!(text.contains("owner:         alice"), "{text}");
+
+    let wrong = uuid::Uuid::new_v4().to_string();
+    let refused = ["release", "shown/a", "--lease-id", &wrong];
+    let (code, _) = stdout_of(cli(&service).args(refused).stderr(Stdio::null())).await;
+    assert_eq!(
+        code,
+        i32::from(exit::NOT_ACQUIRED),
+        "another lease holds it"
+    );
+    let lease = first["lease_id"].as_str().unwrap();
+    let (code, _) =
+        stdout_of(cli(&service).args(["release", "shown/a", "--lease-id", lease])).await;
+    assert_eq!(code, 0);
+    assert_eq!(service.info("shown/a").await["state"], "free");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_comes_from_lockwarden_token_or_the_flag() {
+    let service = Service::zk_with(|args| args.api_tokens = vec!["user-token".into()]).await;
+    let take = ["lock", "auth/x", "--", "true"];
+    let without = code(cli(&service).args(take).stderr(Stdio::null())).await;
+    assert_eq!(without, i32::from(exit::REFUSED));
+    let from_env = code(
+        cli(&service)
+            .args(take)
+            .env("LOCKWARDEN_TOKEN", "user-token"),
+    )
+    .await;
+    assert_eq!(from_env, 0);
+    let flag = ["lock", "auth/x", "--token", "user-token", "--", "true"];
+    assert_eq!(code(cli(&service).args(flag)).await, 0);
+}

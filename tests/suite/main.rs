@@ -1,0 +1,56 @@
+//! Every integration test that needs no machine of its own, in one crate: one build and
+//! one link instead of one per file, and one shared ZooKeeper for all of them. A module
+//! per former test file; each says what it covers. (The chaos run, the browser tests, the
+//! fuzzer, the benchmark test, the dashboards' idle cost, the proptest properties and the
+//! simulation stay test binaries of their own.)
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod audit;
+mod auth;
+mod bad_input;
+mod checker;
+mod checker_tokens;
+mod cleanup_signal;
+mod cli;
+mod contract;
+mod contradicting_copy;
+mod cut_read;
+mod event_expiry;
+mod events;
+mod fault_harness;
+mod framing;
+mod group_commit;
+mod helix_basic;
+mod holes;
+mod hub_model;
+mod input_rules;
+mod late_answer;
+mod late_landing;
+mod latest_copy;
+mod limits;
+mod local_predecessor;
+mod locks;
+mod lost_entry;
+mod lost_grant;
+mod metrics;
+mod preemption;
+mod queue;
+mod queue_view;
+mod queue_wakeups;
+mod release_here;
+mod rider_first_round;
+mod secrets;
+mod shared_multi;
+mod slow_server;
+mod stalled_server;
+mod stand_in;
+mod store_reads;
+mod takeover_margin;
+mod ui_assets;
+mod webhook_isolation;
+mod webhooks;
+mod zk_transport;
+mod zookeeper;
