@@ -1,5 +1,7 @@
 //! Fault scenarios on a 3-node ZooKeeper ensemble with three lockwarden instances (one with a
-//! skewed clock), each checked by the history checker, and the chaos run that mixes them.
+//! clock 5 s ahead or behind), each checked by the history checker, and the chaos run that
+//! mixes them: what only real servers show. Skewed clocks and lost, late or refused
+//! answers in every combination are the simulation's (`tests/simulation`).
 //!
 //! Every scenario runs the workload of 16 clients under one kind of fault, then checks: no
 //! overlapping grants, increasing tokens, no stale validate, no lost lease, every lock takeable
@@ -37,18 +39,6 @@ async fn scenario(faults: &[Fault], seed: u64) {
         }
     }
     panic!("too little happened to judge, in two runs");
-}
-
-/// No other fault: one instance's clock runs 5 s ahead (seed 2) or behind (seed 3) of the
-/// others', which every scenario also has.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clocks_skewed_by_five_seconds_between_instances() {
-    for seed in [2, 3] {
-        let outcome = nemesis::run(&[], SCENARIO, seed, 16).await;
-        eprintln!("clock skew (seed {seed}):\n{}", outcome.summary());
-        assert!(outcome.report.grants > 10, "too little happened to judge");
-        assert!(outcome.is_clean(), "{}", outcome.summary());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,13 +219,14 @@ async fn a_killed_instances_holders_survive_and_its_waiters_go() {
 }
 
 /// The chaos run: every fault, mixed by the seed, for `CHAOS_DURATION_S` seconds (default
-/// 150, CI's short run). `./scripts/chaos` sets the variables.
+/// 60, the test command's short run: the breadth of faults is the simulation's, in
+/// `tests/simulation`). `./scripts/chaos` sets the variables.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_run() {
     let seconds: u64 = std::env::var("CHAOS_DURATION_S")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(150);
+        .unwrap_or(60);
     let seed: u64 = std::env::var("CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
