@@ -1,8 +1,9 @@
 //! Every integration test that needs no machine of its own, in one crate: one build and
 //! one link instead of one per file, and one shared ZooKeeper for all of them. A module
 //! per former test file; each says what it covers. (The chaos run, the browser tests, the
-//! fuzzer, the benchmark test, the dashboards' idle cost, the proptest properties and the
-//! simulation stay test binaries of their own.)
+//! fuzzer, the benchmark test, the dashboards' idle cost, the proptest properties, the
+//! simulation, and `zk_transport`, which counts a thread's wake-ups in its own process, stay
+//! test binaries of their own.)
 
 #[macro_use]
 #[path = "../common/mod.rs"]
@@ -52,5 +53,4 @@ mod takeover_margin;
 mod ui_assets;
 mod webhook_isolation;
 mod webhooks;
-mod zk_transport;
 mod zookeeper;

@@ -3,7 +3,7 @@
 //! `async-io`'s thread first. Its own test binary, so that no other test's traffic moves the
 //! count it reads.
 
-use crate::common;
+mod common;
 
 use common::Service;
 
