@@ -175,3 +175,44 @@ fn a_postponed_fence_comes_up_a_delay_after_the_last_release() {
     push(&mut pending, later + DELAY, &name, Phase::Fence, 0);
     assert_eq!(pending.due.len(), 1);
 }
+
+/// A delete that finds the record fenced again by another instance's item ends its own
+/// item, and leaves the delete to that one: were it to fence again, items of three
+/// instances could keep moving the record before each other's deletes for ever.
+#[tokio::test]
+async fn a_delete_that_finds_another_fence_leaves_the_record_to_it() {
+    let store = Arc::new(MemoryStore::new());
+    let name = LockName::parse("gc/b").unwrap();
+    free_record(&store, &name).await;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let read = |store: Arc<MemoryStore>, name: LockName| async move {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        store.read_latest(&name, deadline).await.unwrap().unwrap()
+    };
+    let mine = match store
+        .fence(
+            &name,
+            read(store.clone(), name.clone()).await.version,
+            deadline,
+        )
+        .await
+        .unwrap()
+    {
+        WriteOutcome::Written { zxid, .. } => zxid,
+        other => panic!("{other:?}"),
+    };
+    // Another instance's item fences the record again.
+    let theirs = read(store.clone(), name.clone()).await.version;
+    store.fence(&name, theirs, deadline).await.unwrap();
+    let item = Item {
+        due: Instant::now(),
+        name: name.clone(),
+        phase: Phase::Delete { fenced: mine },
+        tries: 0,
+    };
+    assert_eq!(run(store.as_ref(), &item, timing()).await, None);
+    assert!(
+        version_of(&store, &name).await.is_some(),
+        "the record is not this item's to delete"
+    );
+}
