@@ -265,37 +265,6 @@ impl UnixMillis {
     }
 }
 
-/// Where the service reads the wall clock it judges leases by: the system's, or a
-/// simulation's, which may run ahead or behind as a skewed host's does.
-#[derive(Clone)]
-pub struct WallClock(std::sync::Arc<dyn Fn() -> UnixMillis + Send + Sync>);
-
-impl WallClock {
-    pub fn system() -> WallClock {
-        WallClock(std::sync::Arc::new(UnixMillis::now))
-    }
-
-    pub fn new(now: impl Fn() -> UnixMillis + Send + Sync + 'static) -> WallClock {
-        WallClock(std::sync::Arc::new(now))
-    }
-
-    pub fn now(&self) -> UnixMillis {
-        (self.0)()
-    }
-}
-
-impl Default for WallClock {
-    fn default() -> WallClock {
-        WallClock::system()
-    }
-}
-
-impl std::fmt::Debug for WallClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "WallClock({})", self.now().0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::engine;
-use crate::model::{FencingToken, LeaseId, LockName, UnixMillis, WallClock};
+use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{ListQuery, LockStore, StoreError, Stored, Version};
 use crate::waiter::Waiter;
@@ -31,11 +31,13 @@ mod reading;
 mod release;
 mod replies;
 mod round;
+mod seams;
 mod unsettled;
 mod waiting;
 
 use crate::metrics::Metrics;
 use events::{EventKind, EventSink, LockEvent};
+pub use seams::{Planted, Seams, WallClock};
 
 /// How many store timeouts the rounds of one call may take in all (`round_deadline`).
 const ROUNDS_WITHIN: u32 = 3;
@@ -154,27 +156,6 @@ pub struct LockService {
     /// The wall clock leases are judged by.
     wall: WallClock,
     planted: Planted,
-}
-
-/// What a simulation replaces: the wall clock, and bugs planted on purpose.
-#[derive(Clone, Debug, Default)]
-pub struct Seams {
-    pub wall: WallClock,
-    pub planted: Planted,
-}
-
-/// Bugs a test plants at run time to show that the simulation's checker catches them. Each
-/// breaks one rule; all are off unless a test sets them, and nothing else can.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Planted {
-    /// A grant is written whatever version the record is at now (no version check).
-    pub blind_grant: bool,
-    /// `validate` reads the local copy, which a lagging server may hold stale (I-stale).
-    pub stale_validate: bool,
-    /// A lease is judged over without the takeover margin for clock skew.
-    pub no_skew_margin: bool,
-    /// A write whose answer was lost is taken as landed, without reading it back.
-    pub guess_landed: bool,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).

@@ -10,9 +10,11 @@ use lockwarden::api::error::ApiError;
 use lockwarden::audit::Actor;
 use lockwarden::engine::AcquireRequest;
 use lockwarden::metrics::Metrics;
-use lockwarden::model::{LeaseId, LockName, Owner, Priority, RequestId, UnixMillis, WallClock};
+use lockwarden::model::{LeaseId, LockName, Owner, Priority, RequestId, UnixMillis};
 use lockwarden::service::events::NoEvents;
-use lockwarden::service::{AcquireOutcome, LockService, Planted, Seams, ServiceError, Timing};
+use lockwarden::service::{
+    AcquireOutcome, LockService, Planted, Seams, ServiceError, Timing, WallClock,
+};
 use lockwarden::store::sim::{Faults, World};
 use lockwarden::store::{ListQuery, LockStore};
 use tokio::time::Instant;

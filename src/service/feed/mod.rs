@@ -37,8 +37,9 @@ use prometheus::IntCounter;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::debug;
 
+use super::WallClock;
 use super::{snapshot, LockSnapshot};
-use crate::model::{LockName, UnixMillis, WallClock};
+use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Change, ListQuery, LockStore, StoreError};
 use crate::waiter::Waiter;

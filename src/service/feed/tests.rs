@@ -5,8 +5,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::model::{UnixMillis, WallClock};
+use crate::model::UnixMillis;
 use crate::record::Holder;
+use crate::service::WallClock;
 use crate::store::memory::MemoryStore;
 
 fn held(owner: &str) -> LockRecord {
