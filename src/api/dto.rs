@@ -7,7 +7,8 @@ use super::error::ApiError;
 use super::json_int::{integer, optional_integer};
 use crate::engine::{self, AcquireRequest, LockState};
 use crate::model::{LeaseId, Owner, Priority, RequestId, UnixMillis};
-use crate::record::{Expiry, Requestor};
+use crate::record::Expiry;
+pub use crate::record::RequestorInfo;
 use crate::service::LockSnapshot;
 
 /// Limits set on the command line.
@@ -27,29 +28,6 @@ pub const MAX_LABEL_CHARS: usize = 63;
 
 pub(super) fn rfc3339(at: UnixMillis) -> Option<String> {
     at.rfc3339()
-}
-
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct RequestorInfo {
-    pub owner: String,
-    pub priority: u32,
-    pub waiting_ms: Option<u64>,
-    pub forceful: bool,
-    pub requested_at: Option<String>,
-    pub cleanup_deadline: Option<String>,
-}
-
-impl RequestorInfo {
-    pub fn of(r: &Requestor) -> RequestorInfo {
-        RequestorInfo {
-            owner: r.owner.clone(),
-            priority: r.priority,
-            waiting_ms: r.waiting_ms,
-            forceful: r.forceful,
-            requested_at: rfc3339(r.requested_at),
-            cleanup_deadline: r.cleanup_deadline.and_then(rfc3339),
-        }
-    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -240,14 +240,17 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::config::{Cli, Command};
+
+    /// The client commands as `lockwarden` parses them (`config::Command` flattens them).
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: ClientCommand,
+    }
 
     fn parse(args: &[&str]) -> Result<ClientCommand, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("lockwarden").chain(args.iter().copied()))?;
-        match cli.command {
-            Command::Client(command) => Ok(command),
-            other => panic!("{other:?}"),
-        }
+        Ok(cli.command)
     }
 
     #[test]

@@ -67,6 +67,30 @@ pub struct Requestor {
     pub cleanup_deadline: Option<UnixMillis>,
 }
 
+/// A requestor as the API and the webhooks show it.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub struct RequestorInfo {
+    pub owner: String,
+    pub priority: u32,
+    pub waiting_ms: Option<u64>,
+    pub forceful: bool,
+    pub requested_at: Option<String>,
+    pub cleanup_deadline: Option<String>,
+}
+
+impl RequestorInfo {
+    pub fn of(r: &Requestor) -> RequestorInfo {
+        RequestorInfo {
+            owner: r.owner.clone(),
+            priority: r.priority,
+            waiting_ms: r.waiting_ms,
+            forceful: r.forceful,
+            requested_at: r.requested_at.rfc3339(),
+            cleanup_deadline: r.cleanup_deadline.and_then(UnixMillis::rfc3339),
+        }
+    }
+}
+
 /// How a write took the lock from a live holder who had not let go (`LW_FORCED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Forced {

@@ -23,9 +23,9 @@ use tokio::time::Instant;
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::api::dto::RequestorInfo;
 use crate::metrics::{Metrics, WebhookResult};
 use crate::model::UnixMillis;
+use crate::record::RequestorInfo;
 use crate::service::events::{EventKind, EventSink, LockEvent};
 
 pub mod lanes;
