@@ -94,7 +94,7 @@ impl ChaosOutcome {
     }
 }
 
-/// Runs the workload for `duration` while the nemesis injects `faults` (chosen by `seed`,
+/// Runs the workload for `duration` while the nemesis injects `faults` (dealt by `seed`,
 /// one at a time with calm gaps), then checks the history, liveness and garbage. The run
 /// holds the busy turn until the liveness probe is done.
 pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize) -> ChaosOutcome {
@@ -117,8 +117,15 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     let mut injections = Vec::new();
     // Calm first, so the history has a baseline; stop injecting well before the end.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // Dealt from a shuffled deck: every fault once before any twice, so that even a short
+    // run covers the breadth it can fit.
+    let mut deck = Vec::new();
     while !faults.is_empty() && started.elapsed() + Duration::from_secs(12) < duration {
-        let fault = faults[rng.usize(..faults.len())];
+        if deck.is_empty() {
+            deck = faults.to_vec();
+            rng.shuffle(&mut deck);
+        }
+        let fault = deck.pop().expect("a dealt fault");
         let target = rng.usize(..cluster.instances.len());
         let hold = Duration::from_millis(rng.u64(2000..6000));
         injections.push(inject(&mut cluster, fault, target, hold).await);

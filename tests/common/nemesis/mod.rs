@@ -71,6 +71,11 @@ impl Fault {
         Fault::SlowReplies,
         Fault::QuorumLoss,
     ];
+
+    /// A fault by its name as printed (`KillLeader`, ...).
+    pub fn named(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| format!("{f:?}") == name)
+    }
 }
 
 pub struct Cluster {
