@@ -1,4 +1,5 @@
-//! A waiting caller: its place in a lock's queue, and the ticket it will be granted with.
+//! A waiting caller: its place in a lock's queue, the ticket it will be granted with, and
+//! what it watches while it waits (the engine decides which; the store sets the watch).
 //!
 //! A waiter's id is the name of its queue node, `{inverted priority}-{key}-{sequence}`, so
 //! the queue orders by (priority descending, arrival) from the names alone, and a caller that
@@ -7,6 +8,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{LeaseId, UnixMillis};
+
+/// What a waiter watches while it waits, besides its timers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// The lock record: only the queue's head and the requestor watch it.
+    Record,
+    /// The waiter just ahead: everyone else, so a release wakes one waiter, not all.
+    Predecessor(String),
+}
 
 /// One entry of a lock's queue, as its id describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

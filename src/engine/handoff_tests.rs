@@ -5,6 +5,7 @@
 use super::tests::{granted, NOW};
 use super::waiting_tests::{held, ticket, waiter, with_requestor};
 use super::*;
+use crate::waiter::Watch;
 
 #[test]
 fn an_expired_holder_passes_to_the_head_without_notice() {

@@ -4,16 +4,7 @@
 use super::{announce_waiter, handed_to, live_requestor, may_preempt, queued_after, Clock};
 use crate::model::UnixMillis;
 use crate::record::{Forced, Holder, LockRecord, Requestor};
-use crate::waiter::{Ticket, Waiter};
-
-/// What a waiter watches while it waits, besides its timers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Watch {
-    /// The lock record: only the queue's head and the requestor watch it.
-    Record,
-    /// The waiter just ahead: everyone else, so a release wakes one waiter, not all.
-    Predecessor(String),
-}
+use crate::waiter::{Ticket, Waiter, Watch};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitFailure {

@@ -4,6 +4,7 @@
 
 use super::tests::{granted, request, NOW};
 use super::*;
+use crate::waiter::Watch;
 
 pub(super) fn waiter(id_key: &str, priority: u32, seq: u64) -> Waiter {
     Waiter::parse(&format!("{}{seq:010}", Waiter::id_prefix(priority, id_key))).unwrap()

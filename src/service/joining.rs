@@ -10,10 +10,11 @@ use tokio::time::Instant;
 use super::group_commit::{Carried, MAX_RIDERS};
 use super::local::{Notice, Uncounted};
 use super::{LockService, Put, Read, ServiceError, WaitBasis};
-use crate::engine::{self, Watch};
+use crate::engine;
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
 use crate::store::{Stored, Version, Wake};
+use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 /// How a head's wait for a release on its own instance ended (`await_release_here`).

@@ -9,11 +9,12 @@ use super::events::{AcquireAudit, EventKind};
 use super::joining::Grace;
 use super::waiting::{Step, WaitState};
 use super::{refused, snapshot, token_of, Granted, LockService, Put, Read, Refusal, ServiceError};
-use crate::engine::{self, WaitDecision, WaitFailure, Watch};
+use crate::engine::{self, WaitDecision, WaitFailure};
 use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Version, Wake, WriteOutcome};
+use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 /// The instant at which the wall-clock time `until` comes (a millisecond late, so that the

@@ -16,7 +16,7 @@ use super::{
     listed, Change, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
     Wake, WriteOutcome, FEED_CAPACITY,
 };
-use crate::engine::Watch;
+use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::waiter::{sort_queue, Ticket, Waiter};

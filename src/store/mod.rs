@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use async_trait::async_trait;
 
-use crate::engine::Watch;
+use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::waiter::{Ticket, Waiter};

@@ -11,7 +11,7 @@ use super::super::{
     Change, EntrySession, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored,
     Version, Wake, WriteOutcome,
 };
-use crate::engine::Watch;
+use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::waiter::{Ticket, Waiter};

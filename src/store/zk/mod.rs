@@ -22,7 +22,7 @@ use super::{
     EntrySession, HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
     WriteOutcome,
 };
-use crate::engine::Watch;
+use crate::waiter::Watch;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;

@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 use super::contradiction::Basis;
 use super::ops::{written, Ops};
 use super::{NoAnswer, ZkStore};
-use crate::engine::Watch;
+use crate::waiter::Watch;
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
