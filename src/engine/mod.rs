@@ -28,7 +28,7 @@ pub use clock::{retry_at, Clock};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
 };
-pub use waiting::{decide_waiting, WaitDecision, WaitFailure};
+pub use waiting::{decide_waiting, over_waiters_cap, WaitDecision, WaitFailure};
 
 /// A validated acquire request.
 #[derive(Clone, Debug)]

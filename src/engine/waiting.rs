@@ -51,6 +51,16 @@ pub enum WaitDecision {
     Vanished,
 }
 
+/// Whether the per-lock cap turns `me` away: room is judged by arrival, so a waiter is
+/// turned away when `cap` callers joined before it (later joiners have higher sequence
+/// numbers and never count). The queue thus holds at most the cap, plus callers about to
+/// leave or not yet counted, and its listing stays far below ZooKeeper's packet limit. An
+/// SRE override is never turned away.
+pub fn over_waiters_cap(queue: &[Waiter], me: &Waiter, priority: u32, cap: usize) -> bool {
+    let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
+    earlier >= cap && priority != crate::model::Priority::OVERRIDE.get()
+}
+
 fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),

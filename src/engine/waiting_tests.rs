@@ -260,3 +260,28 @@ fn a_zero_cleanup_window_hands_over_at_once() {
         "{decision:?}"
     );
 }
+
+#[test]
+fn the_waiters_cap_counts_only_callers_who_joined_earlier() {
+    let queue: Vec<Waiter> = (1..=4)
+        .map(|seq| waiter(&format!("k{seq}"), 0, seq))
+        .collect();
+    // A caller of higher priority sorts first, yet three joined before it.
+    let me = waiter("me", 5, 4);
+    let mut with_me = queue[..3].to_vec();
+    with_me.insert(0, me.clone());
+    assert!(over_waiters_cap(&with_me, &me, 5, 3));
+    assert!(!over_waiters_cap(&with_me, &me, 5, 4));
+    // Later joiners never count.
+    assert!(!over_waiters_cap(&queue, &queue[0], 0, 1));
+    assert!(over_waiters_cap(&queue, &queue[3], 0, 3));
+}
+
+#[test]
+fn an_sre_override_is_never_turned_away_by_the_waiters_cap() {
+    let queue: Vec<Waiter> = (1..=4)
+        .map(|seq| waiter(&format!("k{seq}"), 0, seq))
+        .collect();
+    let overriding = Priority::OVERRIDE.get();
+    assert!(!over_waiters_cap(&queue, &queue[3], overriding, 0));
+}

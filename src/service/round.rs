@@ -118,17 +118,10 @@ impl LockService {
             state.was_requestor = true;
         }
         let version = stored.as_ref().map(|s| s.version);
-        let overriding = ticket.priority == Priority::OVERRIDE.get();
         if !state.admitted && !queue_remembered {
-            // Room is judged by arrival: a waiter is turned away when the cap's worth of
-            // callers joined before it (later joiners have higher sequence numbers, so they
-            // never count). The queue thus holds at most the cap, plus callers that are
-            // about to leave, plus callers not counted yet because a hand-off carried them
-            // in and their first round read nothing (at most `MAX_RIDERS` per lock and
-            // instance, see `rider_turn`), and its listing stays far below ZooKeeper's
-            // packet limit. An SRE override is never turned away.
-            let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
-            if earlier >= self.max_waiters_per_lock && !overriding {
+            // Callers a hand-off carried in whose first round read nothing are not counted
+            // yet: at most `MAX_RIDERS` per lock and instance (see `rider_turn`).
+            if engine::over_waiters_cap(&queue, me, ticket.priority, self.max_waiters_per_lock) {
                 if !latest {
                     state.refusing = true;
                     return Ok(Step::Again);
@@ -242,7 +235,7 @@ impl LockService {
                         self.metrics.preemptions.inc();
                     }
                     state.was_requestor = true;
-                    if overriding {
+                    if ticket.priority == Priority::OVERRIDE.get() {
                         ticket_audit(name, ticket).record(
                             &self.audit,
                             written.holder.as_ref(),
