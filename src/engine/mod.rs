@@ -28,7 +28,9 @@ pub use clock::{retry_at, Clock};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
 };
-pub use waiting::{decide_waiting, over_waiters_cap, WaitDecision, WaitFailure};
+pub use waiting::{
+    after_leaving, decide_waiting, over_waiters_cap, AfterLeaving, WaitDecision, WaitFailure,
+};
 
 /// A validated acquire request.
 #[derive(Clone, Debug)]

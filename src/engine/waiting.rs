@@ -1,8 +1,10 @@
 //! What a waiting caller does next: take the lock, ask the holder to clean up, give up, or
 //! wait for a change. Re-decided after every wake-up, from a fresh read.
 
-use super::{announce_waiter, handed_to, live_requestor, may_preempt, queued_after, Clock};
-use crate::model::UnixMillis;
+use super::{
+    announce_waiter, handed_to, holder_with_lease, live_requestor, may_preempt, queued_after, Clock,
+};
+use crate::model::{LeaseId, UnixMillis};
 use crate::record::{Forced, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter, Watch};
 
@@ -59,6 +61,34 @@ pub enum WaitDecision {
 pub fn over_waiters_cap(queue: &[Waiter], me: &Waiter, priority: u32, cap: usize) -> bool {
     let earlier = queue.iter().filter(|w| w.seq < me.seq).count();
     earlier >= cap && priority != crate::model::Priority::OVERRIDE.get()
+}
+
+/// What a waiting caller that has left its queue still owes the record, read after its
+/// leave was answered (no hand-off can reach it any more).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterLeaving {
+    /// The lock reached it just before: release it, so that it goes on.
+    PassOn,
+    /// It is the requestor: write `record`, the same without its requestor slot.
+    Withdraw(Box<LockRecord>),
+    /// Nothing of it is left in the record.
+    Nothing,
+}
+
+/// See [`AfterLeaving`]. `me` is the waiter's id, `lease` its ticket's lease.
+pub fn after_leaving(record: &LockRecord, me: &str, lease: &LeaseId) -> AfterLeaving {
+    if holder_with_lease(record, lease).is_some() {
+        return AfterLeaving::PassOn;
+    }
+    if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me) {
+        return AfterLeaving::Nothing;
+    }
+    AfterLeaving::Withdraw(Box::new(LockRecord {
+        holder: record.holder.clone(),
+        requestor: None,
+        queued: record.queued,
+        forced: None,
+    }))
 }
 
 fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {

@@ -285,3 +285,34 @@ fn an_sre_override_is_never_turned_away_by_the_waiters_cap() {
     let overriding = Priority::OVERRIDE.get();
     assert!(!over_waiters_cap(&queue, &queue[3], overriding, 0));
 }
+
+#[test]
+fn a_waiter_that_left_passes_on_a_lock_that_reached_it() {
+    let (record, lease) = granted("w", NOW);
+    let me = waiter("w", 0, 1);
+    assert_eq!(after_leaving(&record, &me.id, &lease), AfterLeaving::PassOn);
+}
+
+#[test]
+fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
+    let me = waiter("w", 5, 1);
+    let other = waiter("o", 5, 2);
+    let mut record = with_requestor(held(30_000), &me, 5, NOW.plus(30_000));
+    record.queued = Some(5);
+    let lease = LeaseId::random();
+    let AfterLeaving::Withdraw(cleared) = after_leaving(&record, &me.id, &lease) else {
+        panic!("the requestor slot is withdrawn");
+    };
+    assert_eq!(cleared.requestor, None);
+    assert_eq!(cleared.holder, record.holder);
+    assert_eq!(cleared.queued, Some(5), "others may still wait");
+    // Another waiter's slot, or none, is not this waiter's to touch.
+    assert_eq!(
+        after_leaving(&record, &other.id, &lease),
+        AfterLeaving::Nothing
+    );
+    assert_eq!(
+        after_leaving(&held(0), &me.id, &lease),
+        AfterLeaving::Nothing
+    );
+}

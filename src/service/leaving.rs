@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use super::events::EventKind;
 use super::waiting::Step;
 use super::{refused, LockService, Read, Refusal, ServiceError};
-use crate::engine::holder_with_lease;
+use crate::engine::{self, holder_with_lease, AfterLeaving};
 use crate::model::{LeaseId, LockName};
 use crate::record::LockRecord;
 use crate::store::{LockStore, WriteOutcome};
@@ -148,21 +148,16 @@ impl LockService {
                 Err(_) => return self.sweep_later(name, Some(me), ticket),
             };
             let record = stored.record;
-            if holder_with_lease(&record, &ticket.lease_id).is_some() {
-                info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
-                if self.release(name, &ticket.lease_id).await.is_err() {
-                    self.sweep_later(name, Some(me), ticket);
+            let cleared = match engine::after_leaving(&record, &me.id, &ticket.lease_id) {
+                AfterLeaving::Nothing => return,
+                AfterLeaving::PassOn => {
+                    info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
+                    if self.release(name, &ticket.lease_id).await.is_err() {
+                        self.sweep_later(name, Some(me), ticket);
+                    }
+                    return;
                 }
-                return;
-            }
-            if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me.id.as_str()) {
-                return;
-            }
-            let cleared = LockRecord {
-                holder: record.holder.clone(),
-                requestor: None,
-                queued: record.queued,
-                forced: None,
+                AfterLeaving::Withdraw(cleared) => cleared,
             };
             match self
                 .store
