@@ -139,9 +139,9 @@ pub struct ServeArgs {
     /// The head's grace (DESIGN.md, "The head waits for a release here"): a waiter at the
     /// head of a queue whose holder got its grant (or last renewed) on this instance waits up
     /// to this many milliseconds for that holder's release here before it sets its ZooKeeper
-    /// watch on the record. A release made elsewhere meanwhile reaches it when the grace ends; after
-    /// one such miss the grace is off for that lock on this instance for 30 s. 0 turns it
-    /// off. At most 10000.
+    /// watch on the record. A release made elsewhere meanwhile reaches it when the grace
+    /// ends; after one such miss the grace is off for that lock on this instance for 30 s. 0
+    /// turns it off. At most 10000.
     #[arg(long, env = "LOCKWARDEN_HEAD_GRACE_MS", default_value_t = 5)]
     pub head_grace_ms: u64,
     /// Write coalescing (DESIGN.md, "Shared multis"): once this many record writes wait for
@@ -173,8 +173,8 @@ pub struct ServeArgs {
     pub zk_session_timeout_ms: u64,
     /// Threads that serve requests (and the ZooKeeper client's socket, which is on the same
     /// runtime). The default is one less than the CPUs (at least one), which leaves a CPU to
-    /// what usually shares the machine (ZooKeeper, a sidecar); on 2 CPUs shared with
-    /// ZooKeeper, one and two threads measured the same (BENCHMARKS.md).
+    /// what usually shares the machine (ZooKeeper, a sidecar) at no cost in throughput there
+    /// (BENCHMARKS.md, "The ZooKeeper transport on tokio, and mimalloc").
     #[arg(long, env = "LOCKWARDEN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
 }

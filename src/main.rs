@@ -8,8 +8,8 @@ use lockwarden::config::{self, Cli, Command};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a request allocates and frees many small buffers on
-/// whichever worker runs it, and glibc's arenas spent about a tenth of the service's CPU on
-/// that (BENCHMARKS.md, "The ZooKeeper transport on tokio, and mimalloc").
+/// whichever worker runs it, which costs glibc's arenas a sizeable share of the service's
+/// CPU (BENCHMARKS.md, "The ZooKeeper transport on tokio, and mimalloc").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

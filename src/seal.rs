@@ -22,9 +22,9 @@
 //! but a `request_id` that can be guessed can be checked against its seal, and its lease id
 //! derived. Every instance must use the same secret; changing it orphans live leases.
 //!
-//! Records written before seals existed (`LW_LEASE_ID`, `LW_REQUEST_ID` in plain text) are
-//! sealed as they are read (`LockRecord::decode_sealing`), so their holders keep their
-//! leases; the next write of such a record stores the seals instead.
+//! A record in the unsealed layout (`LW_LEASE_ID`, `LW_REQUEST_ID` in plain text) is sealed
+//! as it is read (`LockRecord::decode_sealing`), so its holder keeps its lease; the next
+//! write of such a record stores the seals instead.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -79,7 +79,7 @@ impl Sealer {
         self.request_text(request.as_str())
     }
 
-    /// The seal of a request id as stored in plain text by an earlier version.
+    /// The seal of a request id stored in plain text (`LW_REQUEST_ID`, the unsealed layout).
     pub fn request_text(&self, request: &str) -> RequestId {
         let mac = self.mac("request", &[request.as_bytes()]);
         let hex: String = mac[..24].iter().map(|b| format!("{b:02x}")).collect();

@@ -102,8 +102,8 @@ pub async fn acquire(
         .flatten()
         .find(|plain| app.sealer.lease(plain) == granted.lease_id)
     else {
-        // A retry of an acquire granted by a version that stored lease ids in plain text:
-        // its lease id cannot be derived again.
+        // A retry of an acquire whose grant is in the unsealed layout (`LW_LEASE_ID` in plain
+        // text, not derived from the request_id): its lease id cannot be derived again.
         return Err(ApiError::from(ServiceError::Refused {
             refusal: Refusal::LeaseEnded,
             lock: Box::new(granted.lock),

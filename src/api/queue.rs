@@ -51,7 +51,7 @@ impl QueueEntry {
         now: UnixMillis,
     ) -> QueueEntry {
         let ticket = &caller.ticket;
-        // A ticket written before joins were timed carries 0: unknown, not 1970.
+        // A ticket without a join time carries 0: unknown, not 1970.
         let joined_at = Some(UnixMillis(ticket.received_at)).filter(|at| at.0 > 0);
         let until = match (ticket.wait_until(), cleanup_deadline) {
             (Some(own), Some(cleanup)) if caller.requestor => Some(own.min(cleanup)),

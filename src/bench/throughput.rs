@@ -64,9 +64,9 @@ pub(super) async fn compare(
         sides.push(Side::Relay);
     }
     // One window per side first, not counted, so that every side starts its counted rounds
-    // warm whatever ran before this figure: Curator's JIT above all. Without it, a run of
-    // the contended figure alone measured Curator colder than a full run, where the parallel
-    // figure had warmed it (its first round was its slowest), and the ratio came out higher.
+    // warm whatever ran before this figure: Curator's JIT above all. Without it, a figure run
+    // alone would meet a colder Curator than in a full run, where the figures before it warm
+    // Curator up, and its ratio would depend on what ran before.
     for &side in &sides {
         one_window(bench, curator.as_deref_mut(), side, shared, clients, window).await?;
     }

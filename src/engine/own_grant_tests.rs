@@ -1,7 +1,7 @@
 //! A call that meets its own grant: an earlier round's write, whose answer was lost and whose
 //! read-back came before it landed, is found holding the lock by a later round of the same
-//! call (`AcquireDecision::OwnGrantLanded`). Without the rule that call was refused (or queued
-//! behind itself) while its own lease held the lock.
+//! call (`AcquireDecision::OwnGrantLanded`). Without the rule that call would be refused (or
+//! queued behind itself) while its own lease holds the lock.
 
 use super::tests::{request, NOW};
 use super::*;

@@ -25,7 +25,7 @@ pub enum ReleaseDecision {
 
 /// Renew extends the lease from `now`; `lease_ms` (if given) becomes the lease's length.
 /// A lease that ran out but that nobody has taken can still be renewed. A pending requestor
-/// stays (unlike Helix, where a renewal silently wiped it).
+/// stays (unlike Helix, where a renewal silently wipes it).
 pub fn decide_renew(
     current: &LockRecord,
     lease_id: &LeaseId,

@@ -113,14 +113,14 @@ impl LockRecord {
 
     /// Reads a znode's data. Empty data (a released or intermediate node) is a free lock.
     /// Data that is not a ZNRecord also reads as free, as in Helix; the error says why, so
-    /// the caller can log it. A lease or request id that an earlier version stored in plain
-    /// text is read as it is: use [`LockRecord::decode_sealing`] to compare it with seals.
+    /// the caller can log it. A lease or request id stored in plain text (the unsealed
+    /// layout) is read as it is: use [`LockRecord::decode_sealing`] to compare it with seals.
     pub fn decode(data: &[u8]) -> Result<LockRecord, String> {
         Self::decode_with(data, None)
     }
 
     /// Reads a znode's data like [`LockRecord::decode`], sealing any lease or request id
-    /// that an earlier version stored in plain text (`LW_LEASE_ID`, `LW_REQUEST_ID`), so its
+    /// stored in plain text (`LW_LEASE_ID`, `LW_REQUEST_ID`: the unsealed layout), so its
     /// holder keeps the lease.
     pub fn decode_sealing(data: &[u8], sealer: &Sealer) -> Result<LockRecord, String> {
         Self::decode_with(data, Some(sealer))
@@ -185,7 +185,8 @@ impl LockRecord {
                 cleanup_deadline: long("LW_CLEANUP_DEADLINE").map(UnixMillis),
             }),
         };
-        // "true" (earlier builds) names no priority: the highest possible is the safe reading.
+        // "true" (the mark's form without a priority) names none: the highest possible is
+        // the safe reading.
         let queued = text("LW_QUEUED").and_then(|q| match q {
             "true" => Some(u32::MAX),
             number => number.parse().ok(),

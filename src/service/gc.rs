@@ -8,7 +8,8 @@
 //!
 //! 1. **fence**: on a fresh read, if the record is still free, rewrite it as a fenced free
 //!    record. On ZooKeeper a fenced record sits at an **odd** version, and no live record
-//!    ever does (every lockwarden write leaves an even version; see `store::zk::ops`, `Ops::set_record`).
+//!    ever does (every lockwarden write leaves an even version: `store::zk::ops`,
+//!    `Ops::set_record`).
 //! 2. **delete**: a full delay after the fence, on a fresh read, delete it if it is still
 //!    in the very state the fence left (same `mzxid`, the id of the write that made it).
 //!

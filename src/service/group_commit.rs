@@ -1,22 +1,23 @@
 //! Group commit of queue joins with hand-offs.
 //!
-//! Under contention a lock changes hands on this instance every millisecond or so, and the
-//! caller it was taken from often asks again at once. Its queue node and the next hand-off
-//! were two writes, each with a flush of ZooKeeper's log of its own, and the hand-off waited
-//! behind the join's flush. So a caller that joins a lock this instance handed over within
-//! the last *window* (`--join-window-ms`, 10 ms by default) waits up to a window for the
-//! next hand-off of that lock here, and its node is created in that hand-off's own
-//! transaction (`LockStore::hand_off`): one write and one flush where there were two. When the window runs out first, or the lock is
-//! not changing hands here, it joins on its own as before; a release that frees the lock
-//! sends its waiting joiners on their own at once.
+//! Under contention a lock changes hands on this instance in quick succession, and the
+//! caller it was taken from often asks again at once. Joined on its own, that caller's queue
+//! node and the next hand-off are two writes, each with a flush of ZooKeeper's log of its
+//! own, and the hand-off waits behind the join's flush. So a caller that joins a lock this
+//! instance handed over within the last *window* (`--join-window-ms`, 10 ms by default)
+//! waits up to a window for the next hand-off of that lock here, and its node is created in
+//! that hand-off's own transaction (`LockStore::hand_off`): one write and one flush instead
+//! of two (BENCHMARKS.md, "Group commit"). When the window runs out first, or the lock is
+//! not changing hands here, it joins on its own; a release that frees the lock sends its
+//! waiting joiners on their own at once.
 //!
 //! Why every guarantee of the queue still holds:
-//! - **Marked before joining.** The caller marks the record before it joins (`mark_queued`)
-//!   exactly as before, and the hand-off's record carries the riders' priorities in its
-//!   mark too (`engine::queued_with`), in the write that makes their entries. A release
-//!   decides on the queue it remembers only when the mark equals that queue's head's
-//!   priority (`read_cached`), so every rider it does not know of has at most the head's
-//!   priority and a later sequence number: it queues behind the head either way.
+//! - **Marked before joining.** The caller marks the record before it joins (`mark_queued`),
+//!   as a caller joining on its own does, and the hand-off's record carries the riders'
+//!   priorities in its mark too (`engine::queued_with`), in the write that makes their
+//!   entries. A release decides on the queue it remembers only when the mark equals that
+//!   queue's head's priority (`read_cached`), so every rider it does not know of has at most
+//!   the head's priority and a later sequence number: it queues behind the head either way.
 //! - **No entry without its write, none on a stand-in.** The store makes the entries only
 //!   in the hand-off's transaction, and only when that goes out on the primary session,
 //!   whose end takes waiter nodes with it (see `store::zk::session`). A hand-off that does

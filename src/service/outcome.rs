@@ -100,11 +100,11 @@ fn grants(current: &Stored, next: &LockRecord) -> bool {
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
 /// `now` read after it (after a `sync`, so not from a follower that lags behind the write;
-/// on one session the read also comes after the write, which ZooKeeper answers in order). A write that
-/// gives the lock to a new lease landed if that lease holds the lock: lease ids are unique,
-/// so nobody else wrote it, and later writes that kept the holder (a waiter's queue mark,
-/// a requestor) do not hide it. A write that ended a lease landed if that lease is gone.
-/// Any other write (a renewal, a mark) landed if the record is exactly as written.
+/// on one session the read also comes after the write, which ZooKeeper answers in order). A
+/// write that gives the lock to a new lease landed if that lease holds the lock: lease ids
+/// are unique, so nobody else wrote it, and later writes that kept the holder (a waiter's
+/// queue mark, a requestor) do not hide it. A write that ended a lease landed if that lease
+/// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
 pub(super) fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
     let lease = |record: Option<&LockRecord>| {
         record

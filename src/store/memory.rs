@@ -16,9 +16,9 @@ use super::{
     listed, Change, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
     Wake, WriteOutcome, FEED_CAPACITY,
 };
-use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::waiter::Watch;
 use crate::waiter::{sort_queue, Ticket, Waiter};
 
 #[derive(Default)]

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use async_trait::async_trait;
 
-use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod memory;

@@ -11,8 +11,8 @@
 //! - at most `targets` lanes exist; an event for a new target beyond that is dropped.
 //!
 //! There is deliberately no global limit on deliveries in flight: any such limit can be
-//! filled by slow targets and would stall every other target, which is the bug this module
-//! removes. The total is bounded instead by `targets × in_flight`.
+//! filled by slow targets, and would then stall every other target. The total is bounded
+//! instead by `targets × in_flight`.
 
 use std::collections::{HashMap, VecDeque};
 

@@ -2,10 +2,11 @@
 //! tokio's reactor.
 //!
 //! `zookeeper-client` 0.11 opens its connection with `async_net::TcpStream`, whose readiness
-//! comes from `async-io`'s reactor, a thread of its own. Every answer from ZooKeeper then
-//! crossed two threads before its request saw it: `async-io`'s thread woke from `epoll`,
-//! then woke a tokio worker to run the session task. On two cores shared with ZooKeeper, those
-//! hand-overs were most of the service's samples (BENCHMARKS.md, "Where the time goes").
+//! comes from `async-io`'s reactor, a thread of its own. On that stream every answer from
+//! ZooKeeper crosses two threads before its request sees it: `async-io`'s thread wakes from
+//! `epoll`, then wakes a tokio worker to run the session task. On a machine whose few cores
+//! ZooKeeper shares, those hand-overs are a large share of the service's CPU time
+//! (BENCHMARKS.md, "Where the time goes").
 //!
 //! The workspace's Cargo.toml patches `async-net` with this crate, so the client's socket is a
 //! `tokio::net::TcpStream`: the worker that waits in tokio's `epoll` reads the answer and runs

@@ -11,9 +11,9 @@ use super::super::{
     Change, EntrySession, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored,
     Version, Wake, WriteOutcome,
 };
-use crate::waiter::Watch;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 use super::{lock_of, Applied, Session, SimStore, World, Write};

@@ -1,5 +1,5 @@
 //! A simulated ZooKeeper that fails on purpose, for the deterministic simulation
-//! (`tests/simulation.rs`). Nothing in the service uses it.
+//! (`tests/simulation/`). Nothing in the service uses it.
 //!
 //! One [`World`] is the ensemble: the leader's state is a [`MemoryStore`], and every state
 //! it passes through is kept for a while. Each service instance talks to it through its own

@@ -2,13 +2,12 @@
 //! when this instance already has `limit` record writes waiting for ZooKeeper.
 //!
 //! **Why.** ZooKeeper pays most of a transaction's cost per request, not per operation:
-//! proposing it, logging it, committing it and answering it. Measured here (BENCHMARKS.md,
-//! "Shared multis"; `--scenarios shapes`), 32 callers each writing their own record cost the
-//! server 134–152 µs of CPU per acquire+release pair as separate `multi`s and 30–66 µs in
-//! shared ones. A write that finds a free slot goes out at once and alone, exactly as
-//! without the coalescer, so a lone caller waits for nothing; only writes that would have
-//! queued in ZooKeeper behind others wait here instead, and go out together when a slot
-//! frees.
+//! proposing it, logging it, committing it and answering it. So the same record writes cost
+//! the server much less CPU in shared `multi`s than in separate ones
+//! (BENCHMARKS.md, "Shared multis"; `lockwarden bench --scenarios shapes` measures it). A
+//! write that finds a free slot goes out at once and alone, as with the coalescer off, so a
+//! lone caller waits for nothing; only writes that would queue in ZooKeeper behind others
+//! wait here instead, and go out together when a slot frees.
 //!
 //! **Why every guarantee holds.**
 //! - *Each write keeps its own conditions.* A write's operations are staged contiguously and

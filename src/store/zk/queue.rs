@@ -12,11 +12,11 @@ use zookeeper_client as zk;
 use super::contradiction::Basis;
 use super::ops::{written, Ops};
 use super::{NoAnswer, ZkStore};
-use crate::waiter::Watch;
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{HandOff, Joined, StoreError, Version, Wake, WriteOutcome};
+use crate::waiter::Watch;
 use crate::waiter::{sort_queue, Ticket, Waiter};
 
 impl ZkStore {
@@ -48,8 +48,8 @@ impl ZkStore {
 
     /// Makes a lock's queue container: at once, and only if the state root is missing too
     /// (refused with `NoNode`) that root first. Every request costs a round trip, and on a
-    /// slow server (a lagging follower: 300 ms each) the root's components, made every
-    /// time, took most of a store timeout.
+    /// slow server (a lagging follower) making the root's components every time would take
+    /// most of a store timeout.
     async fn create_queue_dir(&self, dir: &str, deadline: Instant) -> Result<(), StoreError> {
         let client = self
             .client(deadline)
@@ -86,11 +86,11 @@ impl ZkStore {
         // Each request sent after an answered one (the container's create after a refusal for
         // want of it, the next attempt), and a listing that settles an answer lost by running
         // out of time, gets as long as the call had (see `service::outcome`): on a slow
-        // server the three requests of a join whose container had gone took more than one
-        // store timeout.
+        // server the three requests of a join whose container has gone can take more than
+        // one store timeout.
         let budget = deadline.saturating_duration_since(Instant::now());
         // ... but all attempts together no longer than three such budgets (the settling
-        // listing may take one more), as `service::round_deadline` bounds a call's rounds.
+        // listing may take one more), as `LockService::round_deadline` bounds a call's rounds.
         let limit = Instant::now() + budget * 3;
         let afresh = || (Instant::now() + budget).min(limit);
         let mut deadline = deadline;

@@ -8,8 +8,8 @@
 //! **A read whose connection fails under it** (lost or reset, its session gone) is sent
 //! once more while its deadline allows (`read_again_if_cut`, used here, in `queue.rs` and
 //! by the listing's walk): a read changes nothing, and the second try goes out on whichever
-//! session serves by then (the stand-in, the primary resumed, a new one). Before, such a
-//! read answered `503` though a stand-in was ready within milliseconds.
+//! session serves by then (the stand-in, the primary resumed, a new one), so a cut
+//! connection does not cost the caller a `503` while another session can answer.
 
 use std::future::Future;
 use tokio::time::Instant;

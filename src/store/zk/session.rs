@@ -19,7 +19,7 @@
 //! Why this keeps every guarantee:
 //! - **It never owns an ephemeral node.** Waiter nodes are created only through
 //!   [`ZkSession::primary`], so a waiter's place lives and dies with the primary session,
-//!   as before; the stand-in's end deletes nothing.
+//!   as without a stand-in; the stand-in's end deletes nothing.
 //! - **Writes stay conditional and on the session of their read** (`client_for` in
 //!   `write.rs`): a write planned on a record read through the stand-in goes out on the
 //!   stand-in or not at all, and one planned on the primary waits for the primary. Two
@@ -30,18 +30,18 @@
 //!
 //! **The server that answers no write.** A server can keep a session's connection alive (it
 //! answers the client's pings and reads, so zookeeper-client never calls it disconnected)
-//! while it answers no write: seen once here for about a minute, on a server that had been
-//! the leader, was paused past the session timeout and came back. Every write of the
-//! instance then times out, and nothing above would ever move it off that server. So a
-//! request that times out on a connected primary (`report_stall`) makes the supervisor probe
-//! it with a write that changes nothing: a `multi` holding one version check of the root,
-//! with any version. Like every write it goes through the leader and is logged by a quorum
-//! (a `sync` would go through the leader only, so a server that answered syncs but not
-//! writes would pass it). If that gets no answer within a whole session timeout (a server
-//! merely slow under load has that long, the time ZooKeeper itself gives a silent client) and
-//! the session is still connected, the supervisor gives up on the session and builds a new
-//! one, as for an expired session (`lockwarden_zookeeper_session_probes_total` counts the
-//! outcomes). One probe at a time, and only after a request timed out. What that keeps:
+//! while it answers no write, as a server that was the leader, was paused past the session
+//! timeout and came back can do (RELIABILITY.md). Every write of the instance then times
+//! out, and nothing above would ever move it off that server. So a request that times out
+//! on a connected primary (`report_stall`) makes the supervisor probe it with a write that
+//! changes nothing: a `multi` holding one version check of the root, with any version. Like
+//! every write it goes through the leader and is logged by a quorum (a `sync` would go
+//! through the leader only, so a server that answered syncs but not writes would pass it).
+//! If that gets no answer within a whole session timeout (a server merely slow under load
+//! has that long, the time ZooKeeper itself gives a silent client) and the session is still
+//! connected, the supervisor gives up on the session and builds a new one, as for an
+//! expired session (`lockwarden_zookeeper_session_probes_total` counts the outcomes). One
+//! probe at a time, and only after a request timed out. What that keeps:
 //! - **Safety needs nothing new.** Every write stays conditional; a write sent on the
 //!   abandoned session whose answer never came is an unknown outcome, as after any timeout.
 //! - **Waiters keep their places.** Their nodes belong to the abandoned session and stay
