@@ -11,6 +11,7 @@ use crate::waiter::{Ticket, Waiter};
 
 mod clock;
 mod release;
+mod settle;
 mod waiting;
 
 #[cfg(test)]
@@ -28,6 +29,7 @@ pub use clock::{retry_at, Clock};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
 };
+pub use settle::landed;
 pub use waiting::{
     after_leaving, decide_waiting, over_waiters_cap, AfterLeaving, WaitDecision, WaitFailure,
 };

@@ -1,6 +1,6 @@
 //! Writing a planned record, and learning the outcome of a write whose answer was lost: by
 //! re-reading after a `sync` and recognising the write by what only it could have done
-//! (never by guessing), so a caller is neither told that its own grant is someone else's
+//! (`engine::landed`; never by guessing), so a caller is neither told that its own grant is someone else's
 //! lock nor left holding a lease it was never told of. When the write ran out of the call's
 //! store timeout, that read has a store timeout of its own (`LockService::settle_by`).
 //!
@@ -20,6 +20,7 @@ use tracing::warn;
 use tokio::time::Instant;
 
 use super::{LockService, Put, ServiceError};
+use crate::engine;
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::{StoreError, Stored, Version, WriteOutcome};
@@ -81,7 +82,7 @@ impl LockService {
                     .read_latest(name, self.settle_by(deadline))
                     .await?
                 {
-                    Some(stored) if landed(before, &next, &stored.record) => {
+                    Some(stored) if engine::landed(before, &next, &stored.record) => {
                         Ok(Put::Landed(Box::new(stored.record), stored.version))
                     }
                     _ => Ok(Put::Raced),
@@ -96,39 +97,4 @@ impl LockService {
 fn grants(current: &Stored, next: &LockRecord) -> bool {
     let lease = |record: &LockRecord| record.holder.as_ref().and_then(|h| h.lease_id);
     lease(next).is_some() && lease(next) != lease(&current.record)
-}
-
-/// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
-/// `now` read after it (after a `sync`, so not from a follower that lags behind the write;
-/// on one session the read also comes after the write, which ZooKeeper answers in order). A
-/// write that gives the lock to a new lease landed if that lease holds the lock: lease ids
-/// are unique, so nobody else wrote it, and later writes that kept the holder (a waiter's
-/// queue mark, a requestor) do not hide it. A write that ended a lease landed if that lease
-/// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
-pub(super) fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
-    let lease = |record: Option<&LockRecord>| {
-        record
-            .and_then(|r| r.holder.as_ref())
-            .and_then(|h| h.lease_id)
-    };
-    let (was, will) = (lease(before), lease(Some(written)));
-    if will != was {
-        return match will {
-            Some(granted) => lease(Some(now)) == Some(granted),
-            None => lease(Some(now)) != was,
-        };
-    }
-    same_write(now, written)
-}
-
-/// Equal apart from the fencing token, which a grant leaves for the store to fill in.
-fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
-    let strip = |record: &LockRecord| {
-        let mut record = record.clone();
-        if let Some(holder) = &mut record.holder {
-            holder.fencing_token = None;
-        }
-        record
-    };
-    strip(stored) == strip(written)
 }

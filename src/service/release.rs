@@ -13,8 +13,7 @@ use super::group_commit::{Carried, Rider};
 use super::reading::Source;
 use super::unsettled::{tell_handed, UnsettledHandOff};
 use super::{
-    outcome::landed, refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal,
-    ServiceError, MAX_ROUNDS,
+    refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
 use crate::audit::{Actor, AuditRecord};
 use crate::engine::{self, ReleaseDecision, RenewDecision};
@@ -180,7 +179,7 @@ impl LockService {
                 ..
             } = self.read_cached(name, deadline, now, this_round).await?;
             // Once such a read shows that hold gone, it has ended as the call asked, whoever
-            // ended it, as `outcome::landed` judges a lost answer. Deciding again would refuse
+            // ended it, as `engine::landed` judges a lost answer. Deciding again would refuse
             // a release (the lock held by the waiter it went to), or force-release that waiter
             // too.
             let held_still = |ended: &LockRecord| match (&ended.holder, &record.holder) {
@@ -303,7 +302,7 @@ impl LockService {
                         .await?
                     {
                         Some(now_stored)
-                            if landed(Some(&record), &expected, &now_stored.record) =>
+                            if engine::landed(Some(&record), &expected, &now_stored.record) =>
                         {
                             Some((now_stored.record, now_stored.version))
                         }

@@ -1,0 +1,90 @@
+//! When a write whose answer was lost counts as landed: judged on a read made after it,
+//! never guessed (the service's one write-and-settle path, `service::outcome`, asks this).
+
+use crate::record::LockRecord;
+
+/// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
+/// `now` read after it (after a `sync`, so not from a follower that lags behind the write;
+/// on one session the read also comes after the write, which ZooKeeper answers in order). A
+/// write that gives the lock to a new lease landed if that lease holds the lock: lease ids
+/// are unique, so nobody else wrote it, and later writes that kept the holder (a waiter's
+/// queue mark, a requestor) do not hide it. A write that ended a lease landed if that lease
+/// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
+pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
+    let lease = |record: Option<&LockRecord>| {
+        record
+            .and_then(|r| r.holder.as_ref())
+            .and_then(|h| h.lease_id)
+    };
+    let (was, will) = (lease(before), lease(Some(written)));
+    if will != was {
+        return match will {
+            Some(granted) => lease(Some(now)) == Some(granted),
+            None => lease(Some(now)) != was,
+        };
+    }
+    same_write(now, written)
+}
+
+/// Equal apart from the fencing token, which a grant leaves for the store to fill in.
+fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
+    let strip = |record: &LockRecord| {
+        let mut record = record.clone();
+        if let Some(holder) = &mut record.holder {
+            holder.fencing_token = None;
+        }
+        record
+    };
+    strip(stored) == strip(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::landed;
+    use crate::engine::tests::{granted, NOW};
+    use crate::record::LockRecord;
+
+    #[test]
+    fn a_grant_landed_when_its_lease_holds_the_lock_even_under_later_marks() {
+        let (written, _) = granted("a", NOW);
+        assert!(landed(None, &written, &written));
+        let mut marked = written.clone();
+        marked.queued = Some(3);
+        assert!(
+            landed(None, &written, &marked),
+            "a later mark keeps the holder"
+        );
+        let (other, _) = granted("b", NOW);
+        assert!(!landed(None, &written, &other), "another lease's grant");
+        assert!(!landed(None, &written, &LockRecord::default()));
+    }
+
+    #[test]
+    fn a_release_landed_when_its_lease_is_gone() {
+        let (before, _) = granted("a", NOW);
+        let freed = LockRecord::default();
+        assert!(landed(Some(&before), &freed, &freed));
+        let (next, _) = granted("b", NOW);
+        assert!(
+            landed(Some(&before), &freed, &next),
+            "a later grant to another"
+        );
+        assert!(
+            !landed(Some(&before), &freed, &before),
+            "still held by the lease"
+        );
+    }
+
+    #[test]
+    fn a_renewal_landed_only_when_the_record_is_exactly_as_written() {
+        let (before, _) = granted("a", NOW);
+        let mut renewed = before.clone();
+        renewed.holder.as_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(120_000));
+        assert!(landed(Some(&before), &renewed, &renewed));
+        assert!(!landed(Some(&before), &renewed, &before));
+        // The fencing token, which the store fills in, does not count.
+        let mut tokenless = renewed.clone();
+        tokenless.holder.as_mut().unwrap().fencing_token = None;
+        assert!(landed(Some(&before), &tokenless, &renewed));
+    }
+}
