@@ -9,6 +9,7 @@ use crate::model::{FencingToken, LeaseId, Owner, Priority, RequestId, UnixMillis
 use crate::record::{Expiry, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter};
 
+mod basis;
 mod clock;
 mod release;
 mod settle;
@@ -25,6 +26,7 @@ mod tests;
 #[cfg(test)]
 mod waiting_tests;
 
+pub use basis::{may_have_waiters, queue_matters, remembered_queue_holds, remembered_turn_holds};
 pub use clock::{retry_at, Clock};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,

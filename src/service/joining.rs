@@ -226,20 +226,16 @@ impl LockService {
     /// it left behind, the record and queue it remembers, instead of reading them. Deciding
     /// on them is safe: every write names the remembered version, and the wait that follows
     /// watches the record from that version, so a change since wakes the waiter at once and
-    /// it reads (after `await_release_here`'s grace, when the new holder got its grant here). Not
-    /// for a former requestor, whose own registration the cache may predate.
+    /// it reads (after `await_release_here`'s grace, when the new holder got its grant here).
+    /// The engine says when it holds (`engine::remembered_turn_holds`).
     pub(super) fn remembered_turn(
         &self,
         name: &LockName,
         me: &Waiter,
         was_requestor: bool,
     ) -> Option<Read> {
-        if was_requestor {
-            return None;
-        }
         let (record, version, rest) = self.cache.get(name)?;
-        let head = rest.first()?;
-        if head.id != me.id || record.queued != Some(head.priority) || record.requestor.is_some() {
+        if !engine::remembered_turn_holds(&record, &rest, me, was_requestor) {
             return None;
         }
         self.metrics.queue_reads_saved.inc();

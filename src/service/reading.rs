@@ -112,9 +112,9 @@ impl LockService {
             return Ok(Read::fresh(stored, queue, false));
         }
         let stored = self.store.read(name, deadline).await?;
-        let worth_it = stored.as_ref().is_some_and(|s| {
-            engine::live_holder(&s.record, now).is_none() || s.record.requestor.is_some()
-        });
+        let worth_it = stored
+            .as_ref()
+            .is_some_and(|s| engine::queue_matters(&s.record, now));
         let queue = if worth_it {
             self.store.queue(name, deadline).await?
         } else {
@@ -136,9 +136,8 @@ impl LockService {
     }
 
     /// The record this instance wrote last, if it has it, else a fresh read. The queue is
-    /// read only when the record says callers may wait, and not even then when this instance
-    /// remembers the queue behind the record and nobody who could come first has joined
-    /// since: the record would name a higher priority than the remembered head's.
+    /// read only when the record says callers may wait, and not even then when the queue
+    /// this instance remembers behind the record still holds (`engine::remembered_queue_holds`).
     /// `source` says whether the cache may serve, and how the store is read otherwise.
     pub(super) async fn read_cached(
         &self,
@@ -154,14 +153,11 @@ impl LockService {
                 Source::Cache | Source::Store => self.read(name, deadline, now, true).await,
             };
         };
-        let remembered = record.requestor.is_none()
-            && rest
-                .first()
-                .is_some_and(|head| record.queued == Some(head.priority));
+        let remembered = engine::remembered_queue_holds(&record, &rest);
         let queue = if remembered {
             self.metrics.queue_reads_saved.inc();
             rest
-        } else if record.queued.is_some() || record.requestor.is_some() {
+        } else if engine::may_have_waiters(&record) {
             self.store.queue(name, deadline).await?
         } else {
             Vec::new()

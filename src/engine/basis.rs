@@ -1,0 +1,111 @@
+//! What a decision may be made on besides a fresh read: when the queue that this instance
+//! remembers behind its own last hand-off is the whole queue, and when a read needs the
+//! queue at all. (An answer that leaves a lease as it was is given on the latest copy: the
+//! service's `reading` module keeps that rule, since it is about where a read goes.)
+
+use crate::model::UnixMillis;
+use crate::record::LockRecord;
+use crate::waiter::Waiter;
+
+/// Whether `remembered`, the queue this instance left behind `record` when it wrote it, is
+/// still the whole queue as far as a decision goes: nobody who could come first has joined
+/// since. A caller joins after marking the record (`queued`) with its priority when that is
+/// higher than the mark, and a requestor writes the record; so while the mark equals the
+/// remembered head's priority and there is no requestor, every caller not remembered has at
+/// most the head's priority and a later sequence number, and queues behind the head.
+pub fn remembered_queue_holds(record: &LockRecord, remembered: &[Waiter]) -> bool {
+    record.requestor.is_none()
+        && remembered
+            .first()
+            .is_some_and(|head| record.queued == Some(head.priority))
+}
+
+/// Whether waiter `me` may decide its turn on the remembered record and queue instead of a
+/// read: the remembered queue holds and `me` heads it. Not for a former requestor, whose
+/// own registration the remembered record may predate.
+pub fn remembered_turn_holds(
+    record: &LockRecord,
+    remembered: &[Waiter],
+    me: &Waiter,
+    was_requestor: bool,
+) -> bool {
+    !was_requestor
+        && remembered.first().is_some_and(|head| head.id == me.id)
+        && remembered_queue_holds(record, remembered)
+}
+
+/// Whether a decision on `record`, read without its queue, can depend on the queue: a free
+/// or expired lock goes to waiters first, and a requestor may have left.
+pub fn queue_matters(record: &LockRecord, now: UnixMillis) -> bool {
+    super::live_holder(record, now).is_none() || record.requestor.is_some()
+}
+
+/// Whether a record this instance remembers says callers may wait (its mark or a
+/// requestor), so that a decision on it needs the queue.
+pub fn may_have_waiters(record: &LockRecord) -> bool {
+    record.queued.is_some() || record.requestor.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::tests::{granted, NOW};
+    use crate::engine::waiting_tests::{held, waiter, with_requestor};
+
+    #[test]
+    fn a_remembered_queue_holds_while_the_mark_is_its_heads_priority_and_nobody_asks() {
+        let (head, next) = (waiter("a", 3, 1), waiter("b", 1, 2));
+        let mut record = held(0);
+        record.queued = Some(3);
+        assert!(remembered_queue_holds(
+            &record,
+            &[head.clone(), next.clone()]
+        ));
+        // A higher caller marked the record on its way in.
+        record.queued = Some(5);
+        assert!(!remembered_queue_holds(
+            &record,
+            &[head.clone(), next.clone()]
+        ));
+        record.queued = Some(3);
+        let asked = with_requestor(record.clone(), &next, 4, NOW.plus(1000));
+        assert!(!remembered_queue_holds(&asked, &[head.clone(), next]));
+        assert!(!remembered_queue_holds(&record, &[]));
+    }
+
+    #[test]
+    fn only_the_remembered_head_that_never_asked_takes_its_turn_on_memory() {
+        let (head, next) = (waiter("a", 3, 1), waiter("b", 3, 2));
+        let mut record = held(0);
+        record.queued = Some(3);
+        let queue = [head.clone(), next.clone()];
+        assert!(remembered_turn_holds(&record, &queue, &head, false));
+        assert!(!remembered_turn_holds(&record, &queue, &next, false));
+        assert!(!remembered_turn_holds(&record, &queue, &head, true));
+    }
+
+    #[test]
+    fn the_queue_matters_unless_a_live_holder_keeps_the_lock_and_nobody_asks() {
+        let (record, _) = granted("h", NOW);
+        assert!(!queue_matters(&record, NOW));
+        assert!(queue_matters(&LockRecord::default(), NOW));
+        let expired = match record.holder.as_ref().unwrap().expires {
+            crate::record::Expiry::At(at) => at,
+            crate::record::Expiry::Never => panic!("a granted lease runs out"),
+        };
+        assert!(queue_matters(&record, expired));
+        let asked = with_requestor(record, &waiter("w", 2, 1), 2, NOW.plus(1000));
+        assert!(queue_matters(&asked, NOW));
+    }
+
+    #[test]
+    fn a_remembered_record_may_have_waiters_when_marked_or_asked() {
+        let (mut record, _) = granted("h", NOW);
+        assert!(!may_have_waiters(&record));
+        record.queued = Some(0);
+        assert!(may_have_waiters(&record));
+        record.queued = None;
+        let asked = with_requestor(record, &waiter("w", 2, 1), 2, NOW.plus(1000));
+        assert!(may_have_waiters(&asked));
+    }
+}
