@@ -11,6 +11,7 @@ use crate::waiter::{Ticket, Waiter};
 
 mod basis;
 mod clock;
+mod mark;
 mod release;
 mod settle;
 mod waiting;
@@ -28,6 +29,7 @@ mod waiting_tests;
 
 pub use basis::{may_have_waiters, queue_matters, remembered_queue_holds, remembered_turn_holds};
 pub use clock::{retry_at, Clock};
+pub use mark::{announce_waiter, queued_after, queued_with};
 pub use release::{
     decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
 };
@@ -295,48 +297,6 @@ pub fn handed_to(ticket: &Ticket, now: UnixMillis, queued: Option<u32>) -> LockR
         queued,
         ..LockRecord::held_by(holder_from(ticket, now))
     }
-}
-
-/// What a record that replaces `current` says of the queue once `taken` (if any) leaves it.
-/// `complete` says that `queue` was read for this write; otherwise it is what the writer
-/// remembers, and callers may have joined since, unseen, so the record must still say that
-/// someone waits. The priority is a high-water mark: it falls only when the queue is empty.
-pub fn queued_after(
-    current: &LockRecord,
-    queue: &[Waiter],
-    taken: Option<&str>,
-    complete: bool,
-) -> Option<u32> {
-    let highest = queue
-        .iter()
-        .filter(|w| Some(w.id.as_str()) != taken)
-        .map(|w| w.priority)
-        .max();
-    if complete && highest.is_none() {
-        return None;
-    }
-    current.queued.max(highest)
-}
-
-/// The record a caller must write before it joins the queue, if any: when the record does
-/// not say that callers wait, or names a lower priority than the caller's. Then no release
-/// can hand the lock past the caller on what it knew before the caller came. A free lock
-/// needs none: nobody releases it, and the head of the queue takes it.
-pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord> {
-    if current.holder.is_none() || current.queued.is_some_and(|p| p >= priority) {
-        return None;
-    }
-    Some(LockRecord {
-        queued: current.queued.max(Some(priority)),
-        forced: None,
-        ..current.clone()
-    })
-}
-
-/// The `queued` mark of a hand-off's record whose transaction also queues callers at
-/// `priorities`: as if each of them had marked the record before it joined.
-pub fn queued_with(queued: Option<u32>, priorities: impl IntoIterator<Item = u32>) -> Option<u32> {
-    queued.max(priorities.into_iter().max())
 }
 
 /// True only while `token` is the token of the live holder.
