@@ -27,9 +27,11 @@
 //!   key before it creates one. ZooKeeper orders a session's requests only along one
 //!   connection, so a listing can miss an entry whose write was sent on a connection that
 //!   has since dropped and is applied after the listing: the caller then has two entries.
-//!   Its waiting removes the other, both as an orphan in any round that reads the queue
-//!   and when it is granted through the other entry (`try_wait_step`), so that neither is
-//!   handed the lock later. `tests/suite/group_commit.rs` loses such an answer on purpose.
+//!   Its waiting removes the other as an orphan in any round that reads the queue, and when
+//!   it is granted through the other entry on a read. A caller handed the lock in process
+//!   reads nothing, so its other entry stays and may later be handed the lock under its
+//!   lease: a gap of I11 (DESIGN.md, "Invariants"). `tests/suite/group_commit.rs` loses
+//!   such an answer on purpose.
 //! - **No orphan.** A joiner that goes away while it waits for a hand-off leaves the batch;
 //!   one that goes away after a hand-off took it has its new entry deleted by that release.
 //! - **Order.** Joiners carried by one hand-off keep their arrival order. A joiner may be
