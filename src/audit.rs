@@ -4,6 +4,9 @@
 //! ([`Actor`]) and where the lines go ([`AuditLog`]): the `lockwarden::audit` tracing
 //! target on stderr, or a file given with `--audit-log`. The API layer builds the actor;
 //! the service decides what is worth a record.
+//!
+//! Keeps the audit trail of I6 (DESIGN.md, "Invariants"): every use of the admin's powers is
+//! written here.
 
 use std::fs::File;
 use std::io::Write;

@@ -1,5 +1,8 @@
 //! The command line: `lockwarden serve [flags]`, each flag also read from `LOCKWARDEN_<FLAG>`,
 //! beside `bench` and the client commands (`lock`, `status`, …; their flags are in `cli`).
+//!
+//! Keeps I13's bound (DESIGN.md, "Invariants"): `ServeArgs::check` wants `--gc-delay-ms` above
+//! every write window.
 
 use std::net::SocketAddr;
 

@@ -8,6 +8,9 @@
 //!
 //! On shutdown, long-lived responses (the event streams) are told through [`Closing`], a
 //! request extension, and end, so that the drain is not spent waiting on them.
+//!
+//! Keeps I15 (DESIGN.md, "Invariants"): connections are capped, and a client slow to send a request
+//! is cut off.
 
 use std::future::Future;
 use std::sync::Arc;

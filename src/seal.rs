@@ -25,6 +25,9 @@
 //! A record in the unsealed layout (`LW_LEASE_ID`, `LW_REQUEST_ID` in plain text) is sealed
 //! as it is read (`LockRecord::decode_sealing`), so its holder keeps its lease; the next
 //! write of such a record stores the seals instead.
+//!
+//! Keeps I9 (a grant for a `request_id` derives its lease id: `Sealer::lease_for_request`) and I16
+//! (no bearer secret at rest); see DESIGN.md, "Invariants".
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -86,7 +89,7 @@ impl Sealer {
         RequestId::sealed(format!("s1.{hex}"))
     }
 
-    /// The lease id of the grant an acquire with `request` (and this body digest) makes.
+    /// The lease id of the grant an acquire with `request` (and this body digest) makes (I9).
     pub fn lease_for_request(
         &self,
         name: &LockName,

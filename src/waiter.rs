@@ -4,6 +4,8 @@
 //! A waiter's id is the name of its queue node, `{inverted priority}-{key}-{sequence}`, so
 //! the queue orders by (priority descending, arrival) from the names alone, and a caller that
 //! lost its connection can find the node it created by its key.
+//!
+//! Keeps I7 (DESIGN.md, "Invariants"): the names give the order (`sort_queue`).
 
 use serde::{Deserialize, Serialize};
 

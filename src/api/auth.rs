@@ -3,6 +3,8 @@
 //! Tokens are compared through their SHA-256 digests with a constant-time equality, and every
 //! configured token is compared on every call, so timing reveals neither a token nor which
 //! one matched.
+//!
+//! Keeps I6 (DESIGN.md, "Invariants"): only the admin token makes a caller admin (`require_admin`).
 
 use axum::http::header::AUTHORIZATION;
 use axum::http::HeaderMap;

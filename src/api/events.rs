@@ -7,6 +7,9 @@
 //! its `id` is the change's zxid (see `service::feed`). A comment is sent every
 //! `--event-heartbeat-ms`, so idle connections stay open through proxies and a dead one is
 //! noticed. A stream ends when the server begins to shut down.
+//!
+//! Keeps I14 (DESIGN.md, "Invariants") where a stream meets its client: the snapshot (or replay)
+//! first, then the hub's events in order, each with its id.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! Request extractors that turn every malformed input into the API's error shape, never into
 //! axum's default plain-text rejections.
+//!
+//! Keeps I15 (DESIGN.md, "Invariants") for request bodies: at most `MAX_BODY_BYTES`, and read
+//! within the server's `BodyReadTimeout`, so a client slow to send its body is cut off.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};

@@ -1,4 +1,8 @@
 //! The HTTP handlers: each validates its input, calls the service once, and renders.
+//!
+//! Keeps I6 (`require_admin` before the service sees an override or a force release), I9 (a
+//! `request_id`'s lease id is derived from it) and I16 (what a caller presents is sealed as soon as
+//! it is parsed); see DESIGN.md, "Invariants".
 
 use axum::extract::{FromRequestParts, State};
 use axum::http::header::{ACCEPT, CONTENT_TYPE, VARY};

@@ -2,6 +2,9 @@
 //! remembers behind its own last hand-off is the whole queue, and when a read needs the
 //! queue at all. (An answer that leaves a lease as it was is given on the latest copy: the
 //! service's `reading` module keeps that rule, since it is about where a read goes.)
+//!
+//! Keeps I7 (DESIGN.md, "Invariants"): a remembered queue is decided on only while nobody who could
+//! come first can have joined (`remembered_queue_holds`).
 
 use crate::model::UnixMillis;
 use crate::record::LockRecord;
@@ -12,7 +15,7 @@ use crate::waiter::Waiter;
 /// since. A caller joins after marking the record (`queued`) with its priority when that is
 /// higher than the mark, and a requestor writes the record; so while the mark equals the
 /// remembered head's priority and there is no requestor, every caller not remembered has at
-/// most the head's priority and a later sequence number, and queues behind the head.
+/// most the head's priority and a later sequence number, and queues behind the head (I7).
 pub fn remembered_queue_holds(record: &LockRecord, remembered: &[Waiter]) -> bool {
     record.requestor.is_none()
         && remembered

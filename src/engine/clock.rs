@@ -1,6 +1,9 @@
 //! The clock the lock rules judge takeovers by, and the takeover margin it defines: the
 //! `max_skew_ms` after a lease's end during which the lease is over (its lock shows
 //! `expired`, and validate says false) but nobody may take the lock yet.
+//!
+//! Keeps I1 (DESIGN.md, "Invariants"): a lease is taken over only once it has ended on every
+//! instance's clock (`Clock::untakeable_holder`).
 
 use crate::model::UnixMillis;
 use crate::record::{Expiry, Holder, LockRecord};
@@ -10,7 +13,7 @@ use crate::waiter::Waiter;
 /// of two instances may disagree (`--max-clock-skew-ms`). A lease is judged over by its
 /// holder (renew, validate) at its expiry, but is *taken over* only `max_skew_ms` later: by
 /// then it has ended on every instance's clock, so no instance hands the lock on while
-/// another still says that the holder holds it.
+/// another still says that the holder holds it. This margin keeps I1 (DESIGN.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
     pub now: UnixMillis,

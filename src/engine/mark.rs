@@ -1,6 +1,9 @@
 //! The queue mark (`LockRecord::queued`): what a record says of the callers waiting in its
 //! queue, so that no release hands the lock past a caller on what it knew before the caller
 //! came.
+//!
+//! Keeps I7 (DESIGN.md, "Invariants"): a caller marks the record before it joins
+//! (`announce_waiter`), so no release barges past it.
 
 use crate::record::LockRecord;
 use crate::waiter::Waiter;
@@ -28,7 +31,7 @@ pub fn queued_after(
 
 /// The record a caller must write before it joins the queue, if any: when the record does
 /// not say that callers wait, or names a lower priority than the caller's. Then no release
-/// can hand the lock past the caller on what it knew before the caller came. A free lock
+/// can hand the lock past the caller on what it knew before the caller came (I7). A free lock
 /// needs none: nobody releases it, and the head of the queue takes it.
 pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord> {
     if current.holder.is_none() || current.queued.is_some_and(|p| p >= priority) {

@@ -4,6 +4,11 @@
 //! matters, the lock's queue), asks this module what to do, and performs the one conditional
 //! write the decision names. Every rule of the contract that decides *who holds a lock*
 //! lives here, so it can be tested exhaustively without a store.
+//!
+//! Keeps (DESIGN.md, "Invariants") I1, I7 and I9 in `decide_acquire` (no grant over an untakeable
+//! holder, waiters first, a retry checked against its grant), I2 (a grant stores no token, a
+//! re-acquire keeps it), I3 (`is_current`), I5 (`may_preempt`, `live_requestor`) and I10
+//! (`OwnGrantLanded`).
 
 use crate::model::{FencingToken, LeaseId, Owner, Priority, RequestId, UnixMillis};
 use crate::record::{Expiry, Holder, LockRecord, Requestor};
@@ -171,7 +176,7 @@ pub fn live_requestor<'a>(record: &'a LockRecord, queue: &[Waiter]) -> Option<&'
 }
 
 /// True when a caller of `priority` may preempt the live holder `holder`: it outranks the
-/// holder and any live requestor.
+/// holder and any live requestor (I5).
 pub(crate) fn may_preempt(priority: u32, holder: &Holder, requestor: Option<&Requestor>) -> bool {
     priority > holder.priority && requestor.is_none_or(|r| priority > r.priority)
 }
@@ -299,7 +304,7 @@ pub fn handed_to(ticket: &Ticket, now: UnixMillis, queued: Option<u32>) -> LockR
     }
 }
 
-/// True only while `token` is the token of the live holder.
+/// True only while `token` is the token of the live holder (I3: no margin here).
 pub fn is_current(record: &LockRecord, token: FencingToken, now: UnixMillis) -> bool {
     live_holder(record, now).is_some_and(|h| h.fencing_token == Some(token))
 }

@@ -1,4 +1,7 @@
 //! Renew, release and force release: what the holder (or an admin) may do to a lock.
+//!
+//! Keeps I2 (a renewal keeps its lease's token) and I7 (`successor`: the requestor, else the
+//! queue's head); see DESIGN.md, "Invariants".
 
 use super::{holder_with_lease, live_requestor, state, LockState};
 use crate::model::{LeaseId, UnixMillis};
@@ -49,7 +52,7 @@ pub fn decide_renew(
     }))
 }
 
-/// Who gets the lock when its holder lets go: the live requestor, else the queue's head.
+/// Who gets the lock when its holder lets go: the live requestor, else the queue's head (I7).
 fn successor(current: &LockRecord, queue: &[Waiter]) -> Option<Waiter> {
     let requestor = live_requestor(current, queue).and_then(|r| r.waiter.as_ref());
     requestor

@@ -1,5 +1,7 @@
 //! When a write whose answer was lost counts as landed: judged on a read made after it,
 //! never guessed (the service's one write-and-settle path, `service::outcome`, asks this).
+//!
+//! Keeps I10 (DESIGN.md, "Invariants"): `landed` knows a write by what only it could have done.
 
 use crate::record::LockRecord;
 
@@ -10,6 +12,7 @@ use crate::record::LockRecord;
 /// are unique, so nobody else wrote it, and later writes that kept the holder (a waiter's
 /// queue mark, a requestor) do not hide it. A write that ended a lease landed if that lease
 /// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
+/// This is I10's test (DESIGN.md).
 pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
     let lease = |record: Option<&LockRecord>| {
         record

@@ -1,5 +1,9 @@
 //! What a waiting caller does next: take the lock, ask the holder to clean up, give up, or
 //! wait for a change. Re-decided after every wake-up, from a fresh read.
+//!
+//! Keeps (DESIGN.md, "Invariants") I1 (the head takes only a lock with no untakeable holder), I5
+//! (`revoking` only at the cleanup limit and when forceful, or at once on `cleanup_ms` 0), I11
+//! (`after_leaving`) and I15 (`over_waiters_cap`).
 
 use super::{
     announce_waiter, handed_to, holder_with_lease, live_requestor, may_preempt, queued_after, Clock,
@@ -56,7 +60,7 @@ pub enum WaitDecision {
 /// Whether the per-lock cap turns `me` away: room is judged by arrival, so a waiter is
 /// turned away when `cap` callers joined before it (later joiners have higher sequence
 /// numbers and never count). The queue thus holds at most the cap, plus callers about to
-/// leave or not yet counted, and its listing stays far below ZooKeeper's packet limit. An
+/// leave or not yet counted (I15), and its listing stays far below ZooKeeper's packet limit. An
 /// SRE override is never turned away.
 pub fn over_waiters_cap(queue: &[Waiter], me: &Waiter, priority: u32, cap: usize) -> bool {
     let earlier = queue.iter().filter(|w| w.seq < me.seq).count();

@@ -1,6 +1,9 @@
 //! The lock record: who holds a lock, who asked to preempt it, and whether callers wait in
 //! its queue. It is stored as Apache Helix's ZNRecord JSON (`znrecord`), so that a Helix
 //! client and lockwarden read the same znode the same way.
+//!
+//! Keeps I2 (DESIGN.md, "Invariants"): a grant's token is its granting write's zxid
+//! (`resolve_token`).
 
 use crate::model::{FencingToken, LeaseId, UnixMillis};
 
@@ -141,7 +144,7 @@ impl LockRecord {
     }
 
     /// Fills in the token of a holder whose granting write was the last write (see
-    /// [`Holder::fencing_token`]).
+    /// [`Holder::fencing_token`]): the zxid I2 rests on.
     pub fn resolve_token(&mut self, last_write_zxid: i64) {
         if let Some(holder) = &mut self.holder {
             if holder.fencing_token.is_none() {

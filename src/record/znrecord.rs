@@ -4,6 +4,9 @@
 //! fields keep Helix's names, string encoding and defaults (a missing or unparsable field
 //! reads as Helix's default; `OWNER` `NONE` means free). lockwarden's own facts live in
 //! extra `LW_*` fields, which Helix ignores.
+//!
+//! Keeps I2 (DESIGN.md, "Invariants"): the token a write keeps is stored as `LW_FENCING_TOKEN`, and
+//! a Helix record without it takes its last write's zxid.
 
 use std::collections::BTreeMap;
 

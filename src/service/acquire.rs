@@ -2,6 +2,10 @@
 //! immediate path inline (a free or expired lock is granted at once, and a lock this instance
 //! wrote last is written straight away on its cached version), and runs a call that must
 //! wait (to queue, or to preempt) on a task of its own (see `waiting`).
+//!
+//! Keeps (DESIGN.md, "Invariants") I4 (refusals on the latest copy), I6 (the override is audited),
+//! I9 (a retry joins or gets its first call's outcome; `still_granted`), I10 (a lost answer
+//! settled) and I11 (`UndoGrant`; a grant nobody receives is released).
 
 use std::sync::Arc;
 use tokio::time::Instant;

@@ -21,6 +21,9 @@
 //!   period, not once per hand-off.
 //!
 //! The callers waiting on this instance, which it also knows without reading, are in `local`.
+//!
+//! Keeps I13 (DESIGN.md, "Invariants"): entries expire (`max_age`) before a cached version could
+//! outlive the collector's delay.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -51,7 +54,7 @@ struct Entry {
 pub struct RecordCache {
     entries: Mutex<HashMap<LockName, Entry>>,
     /// Entries older than this are ignored, so a cached version is never older than the
-    /// collector allows for (see `gc`).
+    /// collector allows for (see `gc`; I13).
     max_age: Duration,
     /// Locks whose head waits for no release here, until when (see `grace_missed`).
     graceless: Mutex<HashMap<LockName, Instant>>,

@@ -40,6 +40,9 @@
 //! - Parity holds for records only lockwarden writes. A Helix client's plain `setData` may
 //!   leave a live record at an odd version; such a record relies on the timing argument
 //!   alone (session binding and the `mzxid` check), which still holds.
+//!
+//! Keeps I13 (the argument above) and, with the sweep, I12 (no free record or empty queue container
+//! is left behind); see DESIGN.md, "Invariants".
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};

@@ -11,6 +11,9 @@
 //! not changing hands here, it joins on its own; a release that frees the lock sends its
 //! waiting joiners on their own at once.
 //!
+//! Keeps I7 (riders mark the record and queue behind the next waiter) and I9 (a call with a
+//! `request_id` always joins on its own); see DESIGN.md, "Invariants" and "Group commit".
+//!
 //! Why every guarantee of the queue still holds:
 //! - **Marked before joining.** The caller marks the record before it joins (`mark_queued`),
 //!   as a caller joining on its own does, and the hand-off's record carries the riders'

@@ -4,6 +4,9 @@
 //! and queue this instance remembers from its last hand-off, for a caller a hand-off
 //! carried in, the waiter registered here just ahead of it, and, for the head of the queue
 //! behind a holder likely to release here, that release (`await_release_here`).
+//!
+//! Keeps I7 (`mark_queued` before joining) and I10 (a carried caller whose hand-off's answer was
+//! lost looks its entry up by key); see DESIGN.md, "Invariants".
 
 use tokio::time::Instant;
 

@@ -12,6 +12,9 @@
 //! write the leader committed before it) then shows any hand-off that reached the waiter.
 //! The inline guard below has no entry to fence its grant with, so it looks again until no
 //! write of its call can land.
+//!
+//! Keeps I11 (a caller gone leaves no lock, entry or requestor slot) and I12 (`sweep_later` removes
+//! what the store kept); see DESIGN.md, "Invariants".
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +44,7 @@ use crate::waiter::{Ticket, Waiter};
 /// looks again until every write the call sent has landed or never will (the collector's
 /// delay, which `ServeArgs::check` makes longer than that window), or the lease has run out.
 /// It releases only a lease it has seen holding the lock, and a call that sent no grant has
-/// nothing to undo.
+/// nothing to undo (I11).
 pub(super) struct UndoGrant {
     pub(super) service: Arc<LockService>,
     pub(super) name: LockName,

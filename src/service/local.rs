@@ -2,6 +2,8 @@
 //! the ticket it already knows and tells the waiter in process instead of through a watch
 //! and reads; a waiter behind one of them waits for its call to end in process; and a
 //! caller a hand-off carried in finds the one just ahead of it here (`nearest_ahead`).
+//!
+//! Keeps I15 (DESIGN.md, "Invariants"): at most a few uncounted riders per lock here (`uncounted`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};

@@ -4,6 +4,10 @@
 //! It also owns the I/O-shaped safety rules: a write whose answer was lost is judged by
 //! re-reading (never by guessing), a grant made for a caller who went away is undone, and a
 //! waiting caller who leaves takes its queue entry and requestor slot with it.
+//!
+//! Keeps (DESIGN.md, "Invariants") I1 (`clock` gives the rules the skew margin), I3 (`validate`
+//! after a `sync`), I4 (`get` with an owner reads the latest copy) and I8 (`round_deadline`,
+//! `settle_by`, `MAX_ROUNDS`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -297,7 +301,7 @@ impl LockService {
     /// still serves a call of several requests, but never past `ROUNDS_WITHIN` store
     /// timeouts from the call's start, so that a call whose rounds keep failing (a server
     /// that answers reads but no write, whose writes each settle as "did not land") still
-    /// ends.
+    /// ends (I8).
     fn round_deadline(&self, began: Instant) -> Instant {
         self.deadline()
             .min(began + self.store_timeout * ROUNDS_WITHIN)

@@ -1,7 +1,7 @@
 //! Writing a planned record, and learning the outcome of a write whose answer was lost: by
 //! re-reading after a `sync` and recognising the write by what only it could have done
-//! (`engine::landed`; never by guessing), so a caller is neither told that its own grant is someone else's
-//! lock nor left holding a lease it was never told of. When the write ran out of the call's
+//! (`engine::landed`; never by guessing), so a caller is neither told that its own grant is
+//! someone else's lock nor left holding a lease it was never told of. When the write ran out of the call's
 //! store timeout, that read has a store timeout of its own (`LockService::settle_by`).
 //!
 //! **A "not landed" is not final.** ZooKeeper orders a session's requests, so on the write's
@@ -14,6 +14,8 @@
 //! finds its own new lease holding the lock (`AcquireDecision::OwnGrantLanded`), a waiter its
 //! own lease (`WaitDecision::Granted`), and a release or force release finds the grant it
 //! set out to end gone (`let_go`).
+//!
+//! Keeps I10, and I1's "no lost answer is taken as a grant" (`put`); see DESIGN.md, "Invariants".
 
 use tracing::warn;
 

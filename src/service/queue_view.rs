@@ -4,6 +4,8 @@
 //! The queue's node names give the order; each ticket (one store read per waiter) gives who
 //! the caller is and until when it waits. Tickets also hold the sealed lease and request ids:
 //! this view keeps them inside the service, and the API renders only the public fields.
+//!
+//! Keeps I16 (DESIGN.md, "Invariants"): sealed ids never leave the service.
 
 use futures::stream::{self, StreamExt};
 

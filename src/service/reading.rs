@@ -26,6 +26,9 @@
 //! ago) and with no callers waiting for it here, reads the latest copy at once (`acquire`):
 //! it is most likely refused, and an optimistic write or a plain read first would only be
 //! followed by that read.
+//!
+//! Keeps I4 (the rule above) and I7 (a remembered queue only while it holds); see DESIGN.md,
+//! "Invariants".
 
 use tokio::time::Instant;
 

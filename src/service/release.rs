@@ -5,6 +5,10 @@
 //! lost and a later round finds it landed: the waiter's watch may be on the session the write
 //! was lost on, which may not come back. A release that ends before it knows (its caller
 //! left mid-write, an error, or no rounds left) leaves that to `unsettled`.
+//!
+//! Keeps (DESIGN.md, "Invariants") I4 (`renew`, `let_go`: refusals on the latest copy), I6
+//! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`tell_riders`) and I12
+//! (a free record for the collector).
 
 use tokio::time::Instant;
 

@@ -2,6 +2,8 @@
 //! remembered (bounded in size and age), and a retry that arrives while the first call is
 //! still waiting joins that call and gets the same outcome. The lock record and the queue
 //! entry also carry the request id, which covers retries that reach another instance.
+//!
+//! Keeps I9 (DESIGN.md, "Invariants") on one instance.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

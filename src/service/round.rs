@@ -1,6 +1,11 @@
 //! One round of a waiting call: what it decides on (a read, or what this instance knows:
 //! see `joining`), the engine's decision, and what the call does about it: take the lock,
 //! register as the requestor, give up, or wait for the next change.
+//!
+//! Keeps (DESIGN.md, "Invariants") I4 (`too_many_waiters` and `superseded` on the latest copy), I5
+//! (the holder asked to clean up, told when revoked), I8 (`gives_up_in_trouble`), I10 (a lost
+//! answer read again, a late grant recognised), I11 (no entry of the call left queued;
+//! `leave_or_take`) and I15 (the per-lock cap).
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -31,7 +36,7 @@ fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
 /// outage (an election, a lost connection), and one whose round happened to fall into it
 /// must not lose its place for it: the entry is still there, and the first round after the
 /// outage goes on as if nothing happened. Beyond that time the entry has most likely gone with
-/// its session, and the caller hears so instead of waiting on.
+/// its session, and the caller hears so instead of waiting on (I8).
 pub(super) fn gives_up_in_trouble(
     troubled: Duration,
     store_timeout: Duration,

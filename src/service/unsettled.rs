@@ -21,6 +21,8 @@
 //! The guard is armed for every hand-off whose outcome is unknown, wherever its waiter
 //! waits: whether that waiter waits here is asked when the guard goes, since one whose join
 //! was still being answered when the release decided may have registered since.
+//!
+//! Keeps I10 (DESIGN.md, "Invariants") for a release that ended before it knew.
 
 use std::time::Duration;
 use tokio::time::Instant;

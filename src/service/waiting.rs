@@ -3,6 +3,9 @@
 //! wake-up; a caller who disconnects takes its queue entry and requestor slot with it, and a
 //! lock handed to it in the meantime goes on to the next waiter. What one round decides and
 //! does is in `round`.
+//!
+//! Keeps I9: a call with a `request_id` queues under a key derived from it (`waiter_key`), so
+//! that its retry finds its entry; see DESIGN.md, "Invariants".
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,6 +3,9 @@
 //! It mimics a znode's version and a global, strictly increasing write id (zxid), and keeps
 //! queues with the same order as ZooKeeper's, so the service runs the same logic on it.
 //! State is lost when the process exits.
+//!
+//! Keeps I1 (every write conditional on the version read) and I2 (one global zxid counter); see
+//! DESIGN.md, "Invariants".
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;

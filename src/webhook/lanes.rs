@@ -13,6 +13,8 @@
 //! There is deliberately no global limit on deliveries in flight: any such limit can be
 //! filled by slow targets, and would then stall every other target. The total is bounded
 //! instead by `targets × in_flight`.
+//!
+//! Keeps I15 (DESIGN.md, "Invariants"): a slow target fills only its own lane.
 
 use std::collections::{HashMap, VecDeque};
 

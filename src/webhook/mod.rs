@@ -10,7 +10,8 @@
 //! `TARGET_IN_FLIGHT` deliveries, each holding its slot through its retries, and queues at
 //! most `TARGET_QUEUE` more; beyond that, or beyond `MAX_TARGETS` busy targets, the event is
 //! dropped and counted as given up. So a target that never answers can hold up only its own
-//! events, never another target's: there is no shared pool of slots for it to exhaust.
+//! events, never another target's: there is no shared pool of slots for it to exhaust. This
+//! keeps I15 for webhooks (DESIGN.md, "Invariants").
 //!
 //! The limit is per host and port, not per host name alone, so that receivers on different
 //! ports of one host do not share a lane. There is no separate per-name cap: names cost an

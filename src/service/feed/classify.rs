@@ -14,6 +14,9 @@
 //! A reader may see several writes at once (it reads after being told of the first). A
 //! hand-off is one write, so when the record moved on by more than one write between two
 //! reads (`several`), a new holder after a live one reads as `released` then `acquired`.
+//!
+//! Keeps I14 (DESIGN.md, "Invariants"): writes that land between two reads merge into what they
+//! mean.
 
 use crate::model::UnixMillis;
 use crate::record::{Forced, Holder, LockRecord};

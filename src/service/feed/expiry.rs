@@ -2,6 +2,8 @@
 //! parent module and DESIGN.md, "The event hub", rules 1 and 3). Each end the hub reads is
 //! armed once; a timer entry names the end it was armed for, so one left over from a lease
 //! since renewed or released is dropped without a read.
+//!
+//! Keeps I14's "each lease end once" (DESIGN.md, "Invariants").
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! The hub's task: one loop over stream openings and closings, store changes, and lease
 //! ends, one of them a turn (see the parent module for what it keeps and why).
+//!
+//! Keeps I14 (DESIGN.md, "Invariants"): one thing a turn, so a new stream's snapshot and the events
+//! after it never interleave.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! Event ids: the zxid of the write an event reports, with a sequence number for events
 //! that have no write of their own (`zxid.n`). Ordered by (zxid, n).
+//!
+//! Keeps I14's growing ids (DESIGN.md, "Invariants").
 
 use std::fmt;
 use std::str::FromStr;

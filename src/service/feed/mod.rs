@@ -28,6 +28,9 @@
 //!   keeps a new stream waiting. Its store reads are counted in
 //!   `lockwarden_event_hub_reads_total`. DESIGN.md, "The event hub", has its rules.
 //! - **Lifetime.** The task ends when the [`Hub`] handle and every stream it opened are gone.
+//!
+//! Keeps I14 (DESIGN.md, "Invariants"), with `hub`, `expiry`, `classify` and `id`; a stream that
+//! falls `STREAM_BUFFER` events behind is closed, not buffered.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;

@@ -12,6 +12,9 @@
 //!
 //! ZooKeeper ACLs are per znode and not inherited, so znodes created before the flag was
 //! set keep their old (open) ACL; the README says how to close them.
+//!
+//! Keeps I16's ACL half (DESIGN.md, "Invariants"): with `--zk-auth` every znode's one ACL entry is
+//! the service's.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;

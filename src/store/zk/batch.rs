@@ -41,6 +41,9 @@
 //!   unsent, or it was sent before anything the caller sends next, such as the read that
 //!   settles a lost answer (`service::outcome`), which ZooKeeper answers after it. A write
 //!   that must go out again after a failed `multi` does not, once its caller has gone.
+//!
+//! Keeps I1 (each write keeps its own conditions and session) and I10 (a caller that stops waiting
+//! is never written for afterwards); see DESIGN.md, "Invariants".
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -37,6 +37,8 @@
 //! planned on. Only fresh reads count (a state this instance remembers from its own write
 //! has no `mzxid` here), and a write refused because of another write sharing its `multi`
 //! is never reported as refused (`batch.rs`).
+//!
+//! Keeps I8 (DESIGN.md, "Invariants"): a server that contradicts the leader is given up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -9,6 +9,8 @@
 //! Whenever the watches are (re)set (the first subscriber, a new session, a reconnect after
 //! which ZooKeeper may not replay what happened meanwhile), the feed says `Resync` first,
 //! so readers re-read what they know instead of trusting that nothing was missed.
+//!
+//! Keeps I14 (DESIGN.md, "Invariants"): `Resync` whenever the watches are set again.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

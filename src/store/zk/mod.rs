@@ -9,6 +9,8 @@
 //! get as long again, up to three times in all, and a fourth for the listing that settles a
 //! lost answer (`queue.rs`). A write whose answer is lost is reported as
 //! [`StoreError::OutcomeUnknown`] so the service re-reads.
+//!
+//! Keeps I8 (DESIGN.md, "Invariants"): every request has a deadline.
 
 use std::future::Future;
 use std::time::Duration;

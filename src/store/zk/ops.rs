@@ -2,6 +2,9 @@
 //! write hands to the coalescer (`batch.rs`), which stages it into whichever `multi` carries
 //! it. Also the two shapes every record write takes (`create_record`, `set_record`), which
 //! keep the version rule the collector's fence relies on.
+//!
+//! Keeps I2 (`written`: the token is the granting write's zxid) and I13 (`set_record`,
+//! `create_record`); see DESIGN.md, "Invariants".
 
 use zookeeper_client as zk;
 
@@ -60,7 +63,7 @@ impl Ops {
     /// from an odd version, two (the first writes nothing) from an even one. Live records
     /// therefore never sit at an odd version; odd versions belong to fenced free records
     /// (see `service::gc`), so a write planned on a fenced record can only ever land on a
-    /// fenced record, never on a live one created in its place.
+    /// fenced record, never on a live one created in its place (I13).
     pub(crate) fn set_record(&mut self, path: String, data: Vec<u8>, number: i32) {
         if number.rem_euclid(2) == 0 {
             self.set_data(path.clone(), Vec::new(), number);

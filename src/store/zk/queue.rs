@@ -4,6 +4,10 @@
 //!
 //! A hand-off is one `multi`: write the record at the version read, and delete the
 //! waiter's node, so the lock never goes to a waiter that has left.
+//!
+//! Keeps (DESIGN.md, "Invariants") I1, I7 and I11 (`hand_off_to`), I8 (bounded joins), I9 and I10
+//! (`join_queue` finds a retry's or a lost create's node by key) and I12
+//! (`remove_childless_queue_dirs`).
 
 use tokio::time::Instant;
 

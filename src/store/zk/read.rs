@@ -10,6 +10,8 @@
 //! by the listing's walk): a read changes nothing, and the second try goes out on whichever
 //! session serves by then (the stand-in, the primary resumed, a new one), so a cut
 //! connection does not cost the caller a `503` while another session can answer.
+//!
+//! Keeps I3 (`read_after`) and I8 (`read_again_if_cut`); see DESIGN.md, "Invariants".
 
 use std::future::Future;
 use tokio::time::Instant;

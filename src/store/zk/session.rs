@@ -59,6 +59,9 @@
 //! **The server whose copy contradicts the leader's.** The store notices a server that
 //! shows a record in a state the leader has refused a write on (`contradiction.rs`) and
 //! reports it (`report_contradiction`); the supervisor then gives the primary up as above.
+//!
+//! Keeps I8 (a session replaced, bridged or given up) and I12 (waiter nodes only on the primary
+//! session); see DESIGN.md, "Invariants".
 
 use std::sync::Arc;
 use std::time::Duration;

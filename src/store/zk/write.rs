@@ -1,6 +1,8 @@
 //! Conditional writes of lock records: each goes out on the session of the read it was
 //! planned on (`client_for`), never with the "any version" -1, and leaves a live record at
 //! an even version (see `Ops::set_record`); the collector's fence leaves an odd one.
+//!
+//! Keeps I1 (`client_for`) and I13 (even versions for live records); see DESIGN.md, "Invariants".
 
 use tokio::time::Instant;
 
@@ -18,7 +20,7 @@ use crate::store::{StoreError, Version, WriteOutcome};
 impl ZkStore {
     /// The client a write planned on `version` must go out on: the session the record was
     /// read on. `None` when that session has ended (the write is then a conflict, and the
-    /// caller reads again on the new session).
+    /// caller reads again on the new session). Part of I1: a write dies with its read's session.
     pub(super) async fn client_for(
         &self,
         version: Version,
