@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::acquire::LockRequest;
 use crate::error::Error;
 use crate::events::Watch;
-use crate::types::{LeaseId, LockInfo, LockPage};
+use crate::types::{ForceReleased, LeaseId, LockInfo, LockPage};
 
 /// How long a plain call (not an acquire that waits) may take before it counts as lost.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -301,13 +301,13 @@ impl Client {
             .map_err(|e| Error::Protocol(e.to_string()))
     }
 
-    /// Releases the lock whoever holds it (needs the admin token).
-    pub async fn force_release(&self, name: &str) -> Result<LockInfo, Error> {
+    /// Releases the lock whoever holds it (needs the admin token); the answer says whether
+    /// it was free already.
+    pub async fn force_release(&self, name: &str) -> Result<ForceReleased, Error> {
         let path = format!("/v1/locks/{}", encode(name));
         let answer = self.call(reqwest::Method::DELETE, &path, None).await?;
         let answer = ok_or_error(answer)?;
-        let lock = answer.body.get("lock").cloned().unwrap_or(answer.body);
-        serde_json::from_value(lock).map_err(|e| Error::Protocol(e.to_string()))
+        serde_json::from_value(answer.body).map_err(|e| Error::Protocol(e.to_string()))
     }
 
     /// The event stream of one lock (`GET /v1/locks/{name}/events`).

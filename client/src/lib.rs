@@ -52,4 +52,6 @@ pub use client::Client;
 pub use error::Error;
 pub use events::{Event, Watch};
 pub use guard::{CleanupRequest, LockGuard, LossReason};
-pub use types::{FencingToken, LeaseId, LockInfo, LockPage, LockState, RequestId, Requestor};
+pub use types::{
+    FencingToken, ForceReleased, LeaseId, LockInfo, LockPage, LockState, RequestId, Requestor,
+};

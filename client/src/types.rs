@@ -159,6 +159,17 @@ pub struct LockPage {
     pub next_cursor: Option<String>,
 }
 
+/// The answer to a force release (`DELETE /v1/locks/{name}`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForceReleased {
+    /// The lock as the force release left it: free, or handed to the next waiter.
+    pub lock: LockInfo,
+    /// Nobody held the lock, so nothing was released. (False from a service too old to
+    /// say.)
+    #[serde(default)]
+    pub already_free: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,10 +246,19 @@ pub struct Acquired {
     pub lock: LockInfo,
 }
 
-/// The answer to a release or force release.
+/// The answer to a release.
 #[derive(Debug, Serialize)]
 pub struct Released {
     pub released: bool,
+    pub lock: LockInfo,
+}
+
+/// The answer to a force release.
+#[derive(Debug, Serialize)]
+pub struct ForceReleased {
+    pub released: bool,
+    /// Nobody held the lock: the call released nothing.
+    pub already_free: bool,
     pub lock: LockInfo,
 }
 

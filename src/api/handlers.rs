@@ -7,15 +7,15 @@
 use axum::extract::{FromRequestParts, State};
 use axum::http::header::{ACCEPT, CONTENT_TYPE, VARY};
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Redirect};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::auth::{require_admin, Role};
 use super::dto::{
-    AcquireBody, Acquired, GetQuery, ListParams, LockInfo, ReleaseBody, Released, RenewBody,
-    Renewed, ValidateQuery,
+    AcquireBody, Acquired, ForceReleased, GetQuery, ListParams, LockInfo, ReleaseBody, Released,
+    RenewBody, Renewed, ValidateQuery,
 };
 use super::error::{ApiError, ErrorCode};
 use super::extract::{JsonBody, LockPath, QueryParams};
@@ -162,11 +162,12 @@ pub async fn force_release(
     State(app): State<AppState>,
     Who(role, actor): Who,
     LockPath(name): LockPath,
-) -> Reply<Released> {
+) -> Reply<ForceReleased> {
     require_admin(role, "force release")?;
-    let lock = app.service.force_release(&name, &actor).await?;
-    Ok(Json(Released {
+    let (lock, already_free) = app.service.force_release(&name, &actor).await?;
+    Ok(Json(ForceReleased {
         released: true,
+        already_free,
         lock: LockInfo::of(&lock, None),
     }))
 }
@@ -288,8 +289,48 @@ pub async fn openapi() -> impl IntoResponse {
     ([(CONTENT_TYPE, "application/yaml")], OPENAPI)
 }
 
-pub async fn not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "no such route")
+/// The actions of a lock, the route segment after `/v1/locks/{name}`.
+const LOCK_ACTIONS: [&str; 6] = ["acquire", "renew", "release", "queue", "validate", "events"];
+
+/// The longest path a 404 quotes back in its hint; a longer one gets the hint without it.
+const MAX_QUOTED_PATH: usize = 600;
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    let message = match slash_in_name(uri.path()) {
+        Some(hint) => format!("no such route: {hint}"),
+        None => "no such route".to_owned(),
+    };
+    ApiError::new(ErrorCode::NotFound, message)
+}
+
+/// For a path under `/v1/locks/` that no route matched because the lock name in it holds a
+/// raw `/`: how to send it (each `/` in the name as `%2F`), with the path to use when it
+/// is plain enough to tell.
+fn slash_in_name(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/v1/locks/")?;
+    if !rest.contains('/') {
+        return None;
+    }
+    const HOW: &str = "a '/' inside a lock name must be sent as %2F";
+    let (name, action) = match rest.rsplit_once('/') {
+        Some((name, action)) if LOCK_ACTIONS.contains(&action) => (name, Some(action)),
+        _ => (rest, None),
+    };
+    if path.len() > MAX_QUOTED_PATH || name.split('/').any(str::is_empty) {
+        return Some(format!("{HOW} (the lock a/b is /v1/locks/a%2Fb)"));
+    }
+    let encoded = name.replace('/', "%2F");
+    let suggested = match action {
+        Some(action) => format!("/v1/locks/{encoded}/{action}"),
+        None => format!("/v1/locks/{encoded}"),
+    };
+    Some(format!("{HOW} (for the lock {name}: {suggested})"))
+}
+
+/// `GET /` and `GET /ui/`: a browser pointed at the service, or at the dashboard with a
+/// trailing slash, is sent on to the dashboard.
+pub async fn to_dashboard() -> Redirect {
+    Redirect::permanent("/ui")
 }
 
 pub async fn method_not_allowed() -> ApiError {

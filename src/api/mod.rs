@@ -42,7 +42,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 16] = [
+pub const ROUTES: [(&str, &str); 18] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -59,6 +59,8 @@ pub const ROUTES: [(&str, &str); 16] = [
     ("get", "/metrics"),
     ("get", "/ui"),
     ("get", "/ui/{asset}"),
+    ("get", "/"),
+    ("get", "/ui/"),
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -82,6 +84,8 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(handlers::metrics))
         .route("/ui", get(ui::page))
         .route("/ui/{asset}", get(ui::asset))
+        .route("/", get(handlers::to_dashboard))
+        .route("/ui/", get(handlers::to_dashboard))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .with_state(state)

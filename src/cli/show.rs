@@ -189,6 +189,10 @@ pub(super) async fn release(args: ReleaseArgs) -> u8 {
 
 pub(super) async fn force_release(args: ForceReleaseArgs) -> u8 {
     match args.client.client().force_release(&args.name).await {
+        Ok(answer) if answer.already_free => {
+            println!("{} was already free; nothing to release", args.name);
+            0
+        }
         Ok(_) => {
             println!("force-released {}", args.name);
             0

@@ -106,12 +106,13 @@ impl LockService {
     }
 
     /// An admin's force release; the holder is told `lock.revoked`. Every call, whatever
-    /// its outcome, is on the audit trail.
+    /// its outcome, is on the audit trail. Returns the lock as the call left it, and whether
+    /// it was free already (nobody held it, so nothing was released).
     pub async fn force_release(
         &self,
         name: &LockName,
         actor: &Actor,
-    ) -> Result<LockSnapshot, ServiceError> {
+    ) -> Result<(LockSnapshot, bool), ServiceError> {
         let received = Instant::now();
         let decide =
             |record: &LockRecord, queue: &[Waiter], _| engine::decide_force_release(record, queue);
@@ -139,10 +140,11 @@ impl LockService {
             outcome,
         });
         let (after, removed) = result?;
+        let already_free = removed.is_none();
         if let Some(removed) = removed {
             self.emit(EventKind::Revoked, name, &removed, received);
         }
-        Ok(after)
+        Ok((after, already_free))
     }
 
     /// Ends the current lease as `decide` says: deletes the record, or hands the lock to the

@@ -350,3 +350,32 @@ async fn unknown_routes_and_methods_answer_in_the_error_shape() {
         "PUT acquire",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_slash_in_a_lock_name_is_a_404_that_says_to_send_it_as_2f() {
+    let svc = Service::memory().await;
+    for (method, path, to_use) in [
+        ("GET", "/v1/locks/jobs/etl", "/v1/locks/jobs%2Fetl"),
+        ("DELETE", "/v1/locks/a/b/c", "/v1/locks/a%2Fb%2Fc"),
+        (
+            "GET",
+            "/v1/locks/jobs/etl/queue",
+            "/v1/locks/jobs%2Fetl/queue",
+        ),
+        (
+            "POST",
+            "/v1/locks/jobs/etl/acquire",
+            "/v1/locks/jobs%2Fetl/acquire",
+        ),
+    ] {
+        let (status, body) = svc.send(method, path, Some(json!({})), None).await;
+        assert_error(status, &body, StatusCode::NOT_FOUND, "not_found", path);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("%2F"), "{method} {path}: {message}");
+        assert!(message.contains(to_use), "{method} {path}: {message}");
+    }
+    // Any other unknown route is a plain 404.
+    let (status, body) = svc.get("/v1/nothing/here").await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "not_found", "unknown");
+    assert_eq!(body["error"]["message"], "no such route");
+}

@@ -361,3 +361,62 @@ async fn the_token_comes_from_lockwarden_token_or_the_flag() {
     let flag = ["lock", "auth/x", "--token", "user-token", "--", "true"];
     assert_eq!(code(cli(&service).args(flag)).await, 0);
 }
+
+/// The listing's WAITERS (and `--json`'s `waiters` and `requestor`) are the lock's own, as
+/// `status` shows them, not 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_each_locks_waiters_in_its_table_and_json() {
+    let service = std::sync::Arc::new(Service::zk().await);
+    let holder = serde_json::json!({"owner": "holder", "lease_ms": 60_000, "cleanup_ms": 60_000});
+    let (status, body) = service.acquire("queued/job", holder).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    service.must_acquire("queued/quiet", "alone", 60_000).await;
+    let mut waiting = Vec::new();
+    for (owner, priority) in [("next", 0), ("boss", 5)] {
+        let service = service.clone();
+        let body = serde_json::json!({"owner": owner, "lease_ms": 60_000, "priority": priority,
+                                      "waiting_ms": 30_000});
+        waiting.push(tokio::spawn(async move {
+            service.acquire("queued/job", body).await
+        }));
+    }
+    service.wait_for_waiters("queued/job", 2).await;
+
+    let (code, table) = stdout_of(cli(&service).args(["list", "--prefix", "queued/"])).await;
+    assert_eq!(code, 0);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0].last(), Some(&"WAITERS"), "{table}");
+    assert_eq!(rows[1].first(), Some(&"queued/job"), "{table}");
+    assert_eq!(rows[1].last(), Some(&"2"), "{table}");
+    assert_eq!(rows[2].first(), Some(&"queued/quiet"), "{table}");
+    assert_eq!(rows[2].last(), Some(&"0"), "{table}");
+
+    let (code, json) =
+        stdout_of(cli(&service).args(["list", "--prefix", "queued/", "--json"])).await;
+    assert_eq!(code, 0);
+    let locks: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(locks[0]["waiters"], 2, "{locks}");
+    assert_eq!(locks[0]["requestor"]["owner"], "boss", "{locks}");
+    assert_eq!(locks[1]["waiters"], 0, "{locks}");
+    for task in waiting {
+        task.abort();
+    }
+}
+/// `force-release` says what happened: released a holder, or found the lock free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_of_a_free_lock_says_it_was_already_free() {
+    let service = Service::zk_with(|args| args.admin_token = Some("admin-secret".into())).await;
+    let force = ["force-release", "fr/x", "--token", "admin-secret"];
+    let (code, text) = stdout_of(cli(&service).args(force)).await;
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(text.trim(), "fr/x was already free; nothing to release");
+
+    service.must_acquire("fr/x", "someone", 60_000).await;
+    let (code, text) = stdout_of(cli(&service).args(force)).await;
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(text.trim(), "force-released fr/x");
+    assert_eq!(service.info("fr/x").await["state"], "free");
+}

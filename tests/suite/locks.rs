@@ -19,6 +19,7 @@ on_both_stores!(
     a_retried_request_id_gets_the_same_outcome,
     a_never_used_lock_reads_as_free,
     listing_pages_through_held_and_expired_locks_in_name_order,
+    a_listing_shows_each_locks_waiters_and_live_requestor,
 );
 
 async fn a_free_lock_is_granted_and_a_held_one_refused(svc: Service) {
@@ -344,4 +345,39 @@ async fn listing_pages_through_held_and_expired_locks_in_name_order(svc: Service
     let (_, all) = svc.get("/v1/locks").await;
     assert_eq!(all["locks"].as_array().unwrap().len(), 6);
     assert_eq!(all["next_cursor"], Value::Null);
+}
+
+/// A listing shows what `GET /v1/locks/{name}` shows of each lock's queue: its waiters and
+/// its live requestor (it once showed 0 and null for every lock).
+async fn a_listing_shows_each_locks_waiters_and_live_requestor(svc: Service) {
+    svc.must_acquire("lq/quiet", "nobody-waits", 60_000).await;
+    let holder = json!({"owner": "holder", "lease_ms": 60_000, "cleanup_ms": 60_000});
+    let (status, held) = svc.acquire("lq/busy", holder).await;
+    assert_eq!(status, StatusCode::OK, "{held}");
+    let svc = std::sync::Arc::new(svc);
+    let waiting = |body: Value| {
+        let svc = svc.clone();
+        tokio::spawn(async move { svc.acquire("lq/busy", body).await })
+    };
+    let queued = waiting(json!({"owner": "next", "lease_ms": 60_000, "waiting_ms": 30_000}));
+    svc.wait_for_waiters("lq/busy", 1).await;
+    let boss = waiting(json!({"owner": "boss", "lease_ms": 60_000, "priority": 5,
+                              "waiting_ms": 30_000}));
+    svc.wait_for_waiters("lq/busy", 2).await;
+
+    let (status, page) = svc.get("/v1/locks?prefix=lq/").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let single = svc.info("lq/busy").await;
+    let locks = page["locks"].as_array().unwrap();
+    let names: Vec<&str> = locks.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["lq/busy", "lq/quiet"]);
+    let (busy, quiet) = (&locks[0], &locks[1]);
+    assert_eq!(busy["waiters"], 2, "{busy}");
+    assert_eq!(busy["requestor"]["owner"], "boss", "{busy}");
+    assert_eq!(busy["requestor"], single["requestor"]);
+    assert_eq!(busy["waiters"], single["waiters"]);
+    assert_eq!(quiet["waiters"], 0, "{quiet}");
+    assert_eq!(quiet["requestor"], Value::Null, "{quiet}");
+    queued.abort();
+    boss.abort();
 }

@@ -34,3 +34,34 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     let body: Value = missing.json().await.unwrap();
     assert_eq!(body["error"]["code"], "not_found");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_and_ui_with_a_slash_lead_a_browser_to_the_dashboard() {
+    let svc = Service::memory().await;
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for path in ["/", "/ui/"] {
+        let response = no_redirects
+            .get(format!("{}{path}", svc.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::PERMANENT_REDIRECT, "{path}");
+        assert_eq!(response.headers()["location"], "/ui", "{path}");
+        // A browser follows it to the page.
+        let followed = svc
+            .http
+            .get(format!("{}{path}", svc.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(followed.status(), StatusCode::OK, "{path}");
+        assert_eq!(
+            followed.headers()["content-type"],
+            "text/html; charset=utf-8"
+        );
+    }
+}
