@@ -45,14 +45,17 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_ZK")]
     pub zk: Option<String>,
     /// Authenticate to ZooKeeper as `digest:USER:PASSWORD` and create every znode readable
-    /// and writable by that identity alone. Without it, znodes are open to anyone who can
-    /// reach ZooKeeper (see the README).
+    /// and writable by that identity alone. Without it, znodes get ZooKeeper's open ACL
+    /// (world:anyone): anyone who can reach ZooKeeper can read every lock and change or
+    /// delete any of them. ACLs are not inherited, so znodes created before this flag was
+    /// set keep their open ACL. Every instance needs the same credentials.
     #[arg(long, env = "LOCKWARDEN_ZK_AUTH", value_name = "digest:USER:PASSWORD")]
     pub zk_auth: Option<crate::store::zk::access::DigestAuth>,
     /// The secret under which lease and request ids are sealed (HMAC-SHA-256) before they
     /// are stored, so that reading ZooKeeper does not let anyone act as a holder. Every
     /// instance needs the same one; changing it ends every live lease. Without it, a
-    /// built-in key is used (see the README).
+    /// built-in key is used: lease ids (random) still cannot be recovered from their seals,
+    /// but a guessable request_id can be checked against its seal and its lease id derived.
     #[arg(long, env = "LOCKWARDEN_RECORD_SECRET", hide_env_values = true)]
     pub record_secret: Option<String>,
     /// The znode under which lock records live.
@@ -96,17 +99,19 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_ALLOW_PRIVATE")]
     pub webhook_allow_private: bool,
     /// The longest lease a caller may ask for.
-    #[arg(long, env = "LOCKWARDEN_MAX_LEASE_MS", default_value_t = 86_400_000)]
+    #[arg(long, env = "LOCKWARDEN_MAX_LEASE_MS", default_value_t = DEFAULT_MAX_LEASE_MS)]
     pub max_lease_ms: u64,
     /// The longest a caller may ask to wait.
-    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_MS", default_value_t = 300_000)]
+    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_MS", default_value_t = DEFAULT_MAX_WAITING_MS)]
     pub max_waiting_ms: u64,
     /// How long one request may spend on the store before it answers 503.
     #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
     pub store_timeout_ms: u64,
     /// How long a released lock's free record waits before each of the two phases of its
-    /// deletion (see the README). Must exceed 2 x --store-timeout-ms + 1.5 x
-    /// --zk-session-timeout-ms: ZooKeeper restarts a node's version when it is created again.
+    /// deletion: first it is fenced (unless reused meanwhile), then deleted (unless touched
+    /// since). Must exceed 2 x --store-timeout-ms + 1.5 x --zk-session-timeout-ms, the
+    /// longest a write may take to land: ZooKeeper restarts a node's version when it is
+    /// created again, so a write planned on the deleted record must not land on a new one.
     #[arg(long, env = "LOCKWARDEN_GC_DELAY_MS", default_value_t = 15_000)]
     pub gc_delay_ms: u64,
     /// How often each instance looks through every lock record for free records that no
@@ -133,24 +138,24 @@ pub struct ServeArgs {
     /// `429 too_many_waiters`.
     #[arg(long, env = "LOCKWARDEN_MAX_WAITING_CALLS", default_value_t = 2_000)]
     pub max_waiting_calls: usize,
-    /// Group commit (DESIGN.md, "Group commit"): on a lock that this instance handed over
-    /// within this many milliseconds, a caller joining its queue waits up to as long for the
-    /// next hand-off here, and joins in that hand-off's own ZooKeeper write. 0 turns it off:
-    /// every caller joins at once, in a write of its own. At most 1000.
+    /// Group commit: on a lock that this instance handed over within this many
+    /// milliseconds, a caller joining its queue waits up to as long for the next hand-off
+    /// here, and joins in that hand-off's own ZooKeeper write, saving a write of its own.
+    /// 0 turns it off: every caller joins at once, in a write of its own. At most 1000.
     #[arg(long, env = "LOCKWARDEN_JOIN_WINDOW_MS", default_value_t = 10)]
     pub join_window_ms: u64,
-    /// The head's grace (DESIGN.md, "The head waits for a release here"): a waiter at the
-    /// head of a queue whose holder got its grant (or last renewed) on this instance waits up
-    /// to this many milliseconds for that holder's release here before it sets its ZooKeeper
-    /// watch on the record. A release made elsewhere meanwhile reaches it when the grace
-    /// ends; after one such miss the grace is off for that lock on this instance for 30 s. 0
-    /// turns it off. At most 10000.
+    /// The head's grace: a waiter at the head of a queue whose holder got its grant (or last
+    /// renewed) on this instance waits up to this many milliseconds for that holder's
+    /// release here, which reaches it in-process, before it sets its ZooKeeper watch on the
+    /// record. A release made elsewhere meanwhile reaches it when the grace ends; after one
+    /// such miss the grace is off for that lock on this instance for 30 s. 0 turns it off.
+    /// At most 10000.
     #[arg(long, env = "LOCKWARDEN_HEAD_GRACE_MS", default_value_t = 5)]
     pub head_grace_ms: u64,
-    /// Write coalescing (DESIGN.md, "Shared multis"): once this many record writes wait for
-    /// ZooKeeper, further ones wait here and go out together, in one ZooKeeper `multi`, when
-    /// one of them is answered. A write that finds fewer in flight goes out at once, alone.
-    /// 0 turns it off. At most 1024.
+    /// Write coalescing (shared multis): once this many record writes of this instance wait
+    /// for ZooKeeper, further ones wait here and go out together, in one ZooKeeper `multi`,
+    /// when one of them is answered. A write that finds fewer in flight goes out at once,
+    /// alone. 0 turns it off. At most 1024.
     #[arg(long, env = "LOCKWARDEN_ZK_WRITES_IN_FLIGHT", default_value_t = 4)]
     pub zk_writes_in_flight: usize,
     /// The most HTTP connections served at once; further clients wait in the listen backlog.
@@ -176,8 +181,8 @@ pub struct ServeArgs {
     pub zk_session_timeout_ms: u64,
     /// Threads that serve requests (and the ZooKeeper client's socket, which is on the same
     /// runtime). The default is one less than the CPUs (at least one), which leaves a CPU to
-    /// what usually shares the machine (ZooKeeper, a sidecar) at no cost in throughput there
-    /// (BENCHMARKS.md, "The ZooKeeper transport on tokio, and mimalloc").
+    /// what usually shares the machine (ZooKeeper, a sidecar), at no cost in throughput
+    /// where ZooKeeper shares the machine.
     #[arg(long, env = "LOCKWARDEN_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
 }
@@ -199,6 +204,12 @@ pub fn default_request_threads() -> usize {
         .map_or(1, |n| n.get().saturating_sub(1))
         .max(1)
 }
+
+/// `--max-lease-ms` by default: the longest lease (and cleanup window) a caller may ask for.
+pub const DEFAULT_MAX_LEASE_MS: u64 = 86_400_000;
+
+/// `--max-waiting-ms` by default: the longest a caller may ask to wait.
+pub const DEFAULT_MAX_WAITING_MS: u64 = 300_000;
 
 /// The cap on `--max-waiters-per-lock`. A queue node's name is about 55 bytes, so a listing
 /// of this many (plus callers about to leave) stays far below ZooKeeper's 1 MB
@@ -328,6 +339,32 @@ mod tests {
             args.check(),
             Err("--head-grace-ms must be at most 10000".into())
         );
+    }
+
+    /// The help of every command and flag, as `--help` shows it.
+    fn every_help(command: &mut clap::Command, path: &str, into: &mut Vec<(String, String)>) {
+        into.push((path.to_owned(), command.render_long_help().to_string()));
+        for sub in command.get_subcommands_mut() {
+            let path = format!("{path} {}", sub.get_name());
+            every_help(sub, &path, into);
+        }
+    }
+
+    #[test]
+    fn every_help_text_stands_alone() {
+        use clap::CommandFactory;
+        let mut helps = Vec::new();
+        every_help(&mut Cli::command(), "lockwarden", &mut helps);
+        assert!(helps.len() > 8, "{helps:?}");
+        for (command, help) in helps {
+            for pointer in ["README", "DESIGN", "BENCHMARKS", "RELIABILITY", ".md"] {
+                assert!(
+                    !help.contains(pointer),
+                    "`{command} --help` points at {pointer}, which a user with only the \
+                     binary does not have:\n{help}"
+                );
+            }
+        }
     }
 
     #[test]

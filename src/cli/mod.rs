@@ -46,11 +46,25 @@ Exit codes:
   126, 127      CMD could not be run, or was not found
   128+N         interrupted by signal N before the lock was acquired";
 
+/// The help of a lock name argument (`<NAME>`).
+const NAME_HELP: &str = "The lock's name: one or more parts separated by '/', each of \
+    [A-Za-z0-9._-] (such as jobs/nightly)";
+
+/// The longest lease and cleanup window, and the longest wait, that the service takes
+/// (unless its `--max-lease-ms` or `--max-waiting-ms` says less).
+const MAX_LEASE: Duration = Duration::from_millis(crate::config::DEFAULT_MAX_LEASE_MS);
+const MAX_WAIT: Duration = Duration::from_millis(crate::config::DEFAULT_MAX_WAITING_MS);
+
 /// Where the service is and how to authenticate; every client command takes these.
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
-    /// The service's URL.
-    #[arg(long, env = "LOCKWARDEN_ADDR", default_value = "http://127.0.0.1:8080")]
+    /// The service's URL: http://host:port or https://host:port.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_ADDR",
+        default_value = "http://127.0.0.1:8080",
+        value_parser = service_url
+    )]
     pub addr: String,
     /// The bearer token (the admin token for force-release).
     #[arg(long, env = "LOCKWARDEN_TOKEN", hide_env_values = true)]
@@ -82,19 +96,32 @@ pub enum OnCleanup {
 #[derive(Clone, Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct LockArgs {
-    /// The lock's name: parts of [A-Za-z0-9._-] joined by '/'.
+    #[arg(help = NAME_HELP)]
     pub name: String,
-    /// The lease; renewed every third of it while CMD runs.
-    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    /// The lease, at most 24h; renewed every third of it while CMD runs.
+    #[arg(
+        long,
+        default_value = "30s",
+        value_parser = duration::within("--lease", Duration::from_millis(1), MAX_LEASE)
+    )]
     pub lease: Duration,
-    /// How long to wait in the lock's queue when it is held (0s: do not wait).
-    #[arg(long, short = 'w', default_value = "10s", value_parser = duration::parse)]
+    /// How long to wait in the lock's queue when it is held, at most 5m (0s: do not wait).
+    #[arg(
+        long,
+        short = 'w',
+        default_value = "10s",
+        value_parser = duration::within("--wait", Duration::ZERO, MAX_WAIT)
+    )]
     pub wait: Duration,
     /// A higher priority asks a lower holder to clean up and hand over.
     #[arg(long, default_value_t = 0)]
     pub priority: u32,
-    /// How long this holder gets to clean up when a higher priority asks.
-    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    /// How long this holder gets to clean up when a higher priority asks, at most 24h.
+    #[arg(
+        long,
+        default_value = "30s",
+        value_parser = duration::within("--cleanup", Duration::ZERO, MAX_LEASE)
+    )]
     pub cleanup: Duration,
     /// Take the lock from a lower priority without waiting for its cleanup.
     #[arg(long)]
@@ -125,6 +152,7 @@ pub struct LockArgs {
 
 #[derive(Clone, Debug, Args)]
 pub struct StatusArgs {
+    #[arg(help = NAME_HELP)]
     pub name: String,
     /// Print the service's JSON.
     #[arg(long)]
@@ -148,12 +176,13 @@ pub struct ListArgs {
 #[derive(Clone, Debug, Args)]
 #[command(group = clap::ArgGroup::new("what").required(true).args(["name", "prefix"]))]
 pub struct WatchArgs {
-    /// The lock to watch.
+    #[arg(help = NAME_HELP)]
     pub name: Option<String>,
     /// Watch every lock whose name starts with this instead.
     #[arg(long)]
     pub prefix: Option<String>,
-    /// Print each event's data as JSON.
+    /// Print each event's data, as the service sent it: one JSON object a line, with no
+    /// time in front.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -162,6 +191,7 @@ pub struct WatchArgs {
 
 #[derive(Clone, Debug, Args)]
 pub struct ReleaseArgs {
+    #[arg(help = NAME_HELP)]
     pub name: String,
     /// The lease to release (what `lockwarden lock` printed).
     #[arg(long)]
@@ -172,6 +202,7 @@ pub struct ReleaseArgs {
 
 #[derive(Clone, Debug, Args)]
 pub struct ForceReleaseArgs {
+    #[arg(help = NAME_HELP)]
     pub name: String,
     #[command(flatten)]
     pub client: ClientArgs,
@@ -186,7 +217,8 @@ pub enum ClientCommand {
     Status(StatusArgs),
     /// List held and expired locks.
     List(ListArgs),
-    /// Print a lock's events (or those of every lock under a prefix), one line each.
+    /// Print a lock's events (or those of every lock under a prefix), one line each,
+    /// starting with the time it arrived (RFC 3339, UTC).
     Watch(WatchArgs),
     /// Release a lease by its id.
     Release(ReleaseArgs),
@@ -216,12 +248,73 @@ pub fn exit_for(error: &Error, not_acquired: u8) -> u8 {
     }
 }
 
-/// `user@host:pid`, the default owner.
+/// The `--addr` of a client command: an http or https URL with a host. Anything else is
+/// refused at once (a usage error) rather than retried, and no scheme is guessed.
+fn service_url(text: &str) -> Result<String, String> {
+    const FORM: &str = "expected http://host:port or https://host:port";
+    let url =
+        url::Url::parse(text).map_err(|_| format!("{FORM}, such as http://127.0.0.1:8080"))?;
+    let http = matches!(url.scheme(), "http" | "https");
+    if !http || url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{FORM}, such as http://127.0.0.1:8080"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{FORM}, without a query or fragment"));
+    }
+    Ok(text.to_owned())
+}
+
+/// `user@host:pid`, the default owner. The user is `$USER` (else `$LOGNAME`), else the
+/// name the system's user database gives the process's uid, else the uid itself.
 pub fn default_owner() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+    let user = ["USER", "LOGNAME"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(user_of_uid);
     format!("{user}@{}:{}", hostname(), std::process::id())
+}
+
+/// The name of the process's uid in the user database (`getpwuid_r`), or the uid in
+/// digits when it has none.
+pub fn user_of_uid() -> String {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    user_name(uid).unwrap_or_else(|| uid.to_string())
+}
+
+fn user_name(uid: libc::uid_t) -> Option<String> {
+    // SAFETY: sysconf has no preconditions; -1 (no limit or unknown) falls back below.
+    let suggested = unsafe { libc::sysconf(libc::_SC_GETPW_R_SIZE_MAX) };
+    let mut size = usize::try_from(suggested).unwrap_or(0).clamp(1024, 1 << 16);
+    loop {
+        let mut buffer = vec![0 as libc::c_char; size];
+        // SAFETY: passwd is plain data, for which all zeroes is a valid value.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call, and the buffer for its length;
+        // getpwuid_r writes the entry's strings into the buffer and nowhere else.
+        let code = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut entry,
+                buffer.as_mut_ptr(),
+                buffer.len(),
+                &mut found,
+            )
+        };
+        if code == libc::ERANGE && size < 1 << 20 {
+            size *= 2;
+            continue;
+        }
+        if code != 0 || found.is_null() || entry.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_name points at a NUL-terminated string in `buffer`, which
+        // is alive here.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+        let name = name.to_string_lossy().into_owned();
+        return (!name.is_empty()).then_some(name);
+    }
 }
 
 fn hostname() -> String {
@@ -280,6 +373,111 @@ mod tests {
         assert!(parse(&["watch", "--prefix", "jobs/"]).is_ok());
         assert!(parse(&["watch"]).is_err());
         assert!(parse(&["watch", "a", "--prefix", "b"]).is_err());
+    }
+
+    #[test]
+    fn every_lock_name_argument_says_how_a_name_is_made() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let mut named = 0;
+        for sub in command.get_subcommands() {
+            let Some(name) = sub.get_arguments().find(|a| a.get_id() == "name") else {
+                continue;
+            };
+            named += 1;
+            let help = name.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                help.contains("separated by '/'"),
+                "{} <NAME>: {help:?}",
+                sub.get_name()
+            );
+        }
+        assert_eq!(named, 5, "lock, status, watch, release, force-release");
+    }
+
+    #[test]
+    fn an_addr_must_be_an_http_or_https_url() {
+        for bad in [
+            "127.0.0.1:18080",
+            "localhost:8080",
+            "ftp://127.0.0.1:21",
+            "http://",
+            "http://127.0.0.1:8080/?x=1",
+            "",
+        ] {
+            let error = parse(&["status", "a", "--addr", bad]).expect_err(bad);
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad}"
+            );
+            assert_eq!(error.exit_code(), i32::from(exit::USAGE), "{bad}");
+            assert!(
+                error
+                    .to_string()
+                    .contains("http://host:port or https://host:port"),
+                "{bad}: {error}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:18080",
+            "https://locks.example.com",
+            "http://[::1]:8080/",
+        ] {
+            let Ok(ClientCommand::Status(status)) = parse(&["status", "a", "--addr", good]) else {
+                panic!("{good}");
+            };
+            assert_eq!(status.client.addr, good);
+        }
+    }
+
+    #[test]
+    fn lease_wait_and_cleanup_are_refused_beyond_their_limits_in_the_users_units() {
+        for (args, message) in [
+            (
+                &["lock", "a", "--lease", "48h"][..],
+                "--lease must be at most 24h",
+            ),
+            (
+                &["lock", "a", "--lease", "0s"][..],
+                "--lease must be at least 1ms",
+            ),
+            (
+                &["lock", "a", "--wait", "10m"][..],
+                "--wait must be at most 5m",
+            ),
+            (
+                &["lock", "a", "--cleanup", "25h"][..],
+                "--cleanup must be at most 24h",
+            ),
+        ] {
+            let error = parse(args).expect_err(message);
+            assert_eq!(error.exit_code(), i32::from(exit::USAGE), "{args:?}");
+            assert!(error.to_string().contains(message), "{args:?}: {error}");
+        }
+        let Ok(ClientCommand::Lock(lock)) = parse(&["lock", "a", "--lease", "24h", "-w", "5m"])
+        else {
+            panic!("the limits themselves are taken");
+        };
+        assert_eq!(lock.lease, MAX_LEASE);
+        assert_eq!(lock.wait, MAX_WAIT);
+    }
+
+    #[test]
+    fn without_user_the_owner_is_the_uids_name_from_the_user_database() {
+        // `id -un` asks the same database; without an entry for the uid it fails, and the
+        // uid in digits is the owner.
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let expected = if id.status.success() {
+            String::from_utf8(id.stdout).unwrap().trim().to_owned()
+        } else {
+            // SAFETY: getuid has no preconditions.
+            unsafe { libc::getuid() }.to_string()
+        };
+        assert_eq!(user_of_uid(), expected);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The commands that look at locks or act on them by name: `status`, `list`, `watch`,
-//! `release` and `force-release`.
+//! `release` and `force-release`: what each prints.
 
 use std::time::Duration;
 
 use lockwarden_client::{Event, LeaseId, LockInfo};
+use time::macros::format_description;
+use time::{OffsetDateTime, UtcOffset};
 
 use super::duration::show;
 use super::{exit, exit_for, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs, WatchArgs};
@@ -139,21 +141,31 @@ fn line(id: Option<u64>, kind: &str, lock: &LockInfo) -> String {
     text
 }
 
+/// When an event arrived, as each of its lines starts: RFC 3339, UTC, to the millisecond.
+fn arrival(at: OffsetDateTime) -> String {
+    let format =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    at.to_offset(UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_default()
+}
+
 fn print(event: &Event, json: bool) {
     if json {
         println!("{}", event.data);
         return;
     }
+    let at = arrival(OffsetDateTime::now_utc());
     match &event.lock {
-        Some(lock) => println!("{}", line(event.id, &event.kind, lock)),
+        Some(lock) => println!("{at} {}", line(event.id, &event.kind, lock)),
         None if event.locks.is_empty() => println!(
-            "{} {} (no locks)",
+            "{at} {} {} (no locks)",
             or_dash(event.id.map(|id| id.to_string())),
             event.kind
         ),
         None => {
             for lock in &event.locks {
-                println!("{}", line(event.id, &event.kind, lock));
+                println!("{at} {}", line(event.id, &event.kind, lock));
             }
         }
     }
@@ -198,5 +210,16 @@ pub(super) async fn force_release(args: ForceReleaseArgs) -> u8 {
             0
         }
         Err(error) => fail(&args.name, &error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_arrival_is_rfc3339_utc_to_the_millisecond() {
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1_700_000_000_123_456_789).unwrap();
+        assert_eq!(arrival(at), "2023-11-14T22:13:20.123Z");
     }
 }

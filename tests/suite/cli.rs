@@ -405,6 +405,79 @@ async fn list_shows_each_locks_waiters_in_its_table_and_json() {
         task.abort();
     }
 }
+
+/// An `--addr` without a scheme is a usage error at once, naming the form it needs; it was
+/// retried for `--retry-for` and then reported as unreachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addr_without_a_scheme_is_refused_at_once() {
+    let addr = format!("127.0.0.1:{}", zk::free_port());
+    for (flag, env) in [(Some(addr.as_str()), None), (None, Some(addr.as_str()))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lockwarden"));
+        command.args(["status", "some/lock"]).stdin(Stdio::null());
+        if let Some(addr) = flag {
+            command.args(["--addr", addr]);
+        }
+        if let Some(addr) = env {
+            command.env("LOCKWARDEN_ADDR", addr);
+        }
+        let started = std::time::Instant::now();
+        let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("the command finishes")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(i32::from(exit::USAGE)),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("http://host:port or https://host:port"),
+            "{stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "refused at once, not after retrying: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A duration beyond its flag's limit is a usage error in the unit it was written in, not
+/// the service's refusal in milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duration_beyond_its_limit_is_refused_in_the_users_units() {
+    let service = Service::zk().await;
+    for (args, message) in [
+        (
+            &["lock", "d/x", "--lease", "48h", "--", "true"][..],
+            "--lease must be at most 24h",
+        ),
+        (
+            &["lock", "d/x", "--wait", "10m", "--", "true"][..],
+            "--wait must be at most 5m",
+        ),
+        (
+            &["lock", "d/x", "--cleanup", "2000m", "--", "true"][..],
+            "--cleanup must be at most 1440m",
+        ),
+    ] {
+        let output =
+            tokio::time::timeout(Duration::from_secs(60), cli(&service).args(args).output())
+                .await
+                .expect("the command finishes")
+                .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(i32::from(exit::USAGE)),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("_ms"), "{args:?}: {stderr}");
+    }
+}
+
 /// `force-release` says what happened: released a holder, or found the lock free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_release_of_a_free_lock_says_it_was_already_free() {
@@ -419,4 +492,72 @@ async fn force_release_of_a_free_lock_says_it_was_already_free() {
     assert_eq!(code, 0, "{text}");
     assert_eq!(text.trim(), "force-released fr/x");
     assert_eq!(service.info("fr/x").await["state"], "free");
+}
+
+/// Without `$USER` (and `$LOGNAME`) the default owner names the uid's user from the system.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_user_the_default_owner_is_the_uids_name() {
+    let service = Service::zk().await;
+    let id = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let user = if id.status.success() {
+        String::from_utf8(id.stdout).unwrap().trim().to_owned()
+    } else {
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() }.to_string()
+    };
+    let mut holder = cli(&service)
+        .args(["lock", "who/me", "--lease", "10s"])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap()).lines();
+    next_line(&mut out).await;
+    let owner = service.info("who/me").await["owner"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pid = holder.id().unwrap();
+    assert!(owner.starts_with(&format!("{user}@")), "{owner}");
+    assert!(owner.ends_with(&format!(":{pid}")), "{owner}");
+    // SAFETY: signals our own child, which has not been waited for.
+    unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGTERM) };
+    assert_eq!(finish(&mut holder, "the holder").await.code(), Some(0));
+}
+
+/// Each line of `watch` starts with the time it arrived: RFC 3339, UTC, to the millisecond.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_lines_start_with_the_time() {
+    let service = Service::zk().await;
+    let mut watcher = cli(&service)
+        .args(["watch", "timed/thing"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let snapshot = next_line(&mut out).await;
+    service.must_acquire("timed/thing", "o", 30_000).await;
+    let acquired = next_line(&mut out).await;
+    for line in [&snapshot, &acquired] {
+        let (at, rest) = line.split_once(' ').unwrap();
+        let parsed =
+            time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(parsed.offset(), time::UtcOffset::UTC, "{line}");
+        assert!(
+            at.ends_with('Z') && at.len() == "2026-01-01T00:00:00.000Z".len(),
+            "{line}"
+        );
+        let age = time::OffsetDateTime::now_utc() - parsed;
+        assert!(age.whole_seconds().abs() < 60, "{line}");
+        assert!(rest.contains("timed/thing"), "{line}");
+    }
+    assert!(
+        acquired.contains(" acquired timed/thing state=held"),
+        "{acquired}"
+    );
 }
