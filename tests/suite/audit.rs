@@ -205,3 +205,107 @@ async fn responses_carry_a_request_id_and_its_log_lines_name_it() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains(ADMIN), "{text}");
 }
+
+/// A JSON value with every leaf replaced by its type: what two records of one shape share.
+fn shape(value: &Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, value)| (key.clone(), shape(value)))
+                .collect(),
+        ),
+        Value::Null => json!("null"),
+        Value::Bool(_) => json!("boolean"),
+        Value::Number(_) => json!("number"),
+        Value::String(_) => json!("string"),
+        Value::Array(_) => json!("array"),
+    }
+}
+
+/// The first line of the first ``` block of `kind` after `heading` in the README.
+fn readme_example(heading: &str, kind: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme.find(heading).expect(heading)..];
+    let fence = format!("```{kind}\n");
+    let block = &section[section.find(&fence).expect(&fence) + fence.len()..];
+    block.lines().next().unwrap().to_owned()
+}
+
+/// A log line split into what tracing writes before the record and the record itself.
+fn split_audit_line(line: &str) -> (&str, Value) {
+    let (head, record) = line
+        .split_once(" audit=")
+        .unwrap_or_else(|| panic!("no audit= in {line}"));
+    let record = serde_json::from_str(record).unwrap_or_else(|e| panic!("{e}: {record}"));
+    (head, record)
+}
+
+/// The README's audit examples (the SRE override's log line and the trail's JSON object)
+/// have the shape of what the service writes: a key=value line once stood there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_audit_examples_have_the_shape_of_real_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lockwarden.log");
+    let flags = ["--admin-token".to_owned(), ADMIN.to_owned()];
+    let lw = Process::start_logging(&flags, Some(&log)).await;
+    let base = lw.base.as_str();
+    // The README's example, with a short cleanup window so that the override takes over.
+    let holder = json!({"owner": "batch", "lease_ms": 600_000, "cleanup_ms": 200});
+    let (status, body) = acquire(base, "db%2Fprimary", ADMIN, holder).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sre = json!({"owner": "sre-oncall", "lease_ms": 600_000, "priority": 2147483647u32,
+                     "waiting_ms": 5000, "forceful": true,
+                     "message": "INC-1234: fail over the primary"});
+    let (status, body) = acquire(base, "db%2Fprimary", ADMIN, sre).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut real = String::new();
+    eventually(Duration::from_secs(10), "the took_over audit line", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        real = text
+            .lines()
+            .find(|l| l.contains("lockwarden::audit") && l.contains("\"took_over\""))
+            .unwrap_or_default()
+            .to_owned();
+        std::future::ready(!real.is_empty())
+    })
+    .await;
+
+    let shown = readme_example("#### The SRE override", "text");
+    let (real_head, real_record) = split_audit_line(&real);
+    let (shown_head, shown_record) = split_audit_line(&shown);
+    // `<time>  INFO request{…}: lockwarden::audit: audit`
+    let parts = |head: &str| {
+        let (time, rest) = head.split_once(' ').unwrap();
+        let (span, after) = rest.split_once("}: ").unwrap();
+        (
+            time.to_owned(),
+            span.trim_start().split('{').next().unwrap().to_owned(),
+            after.to_owned(),
+        )
+    };
+    let (real_time, real_span, real_after) = parts(real_head);
+    let (shown_time, shown_span, shown_after) = parts(shown_head);
+    for time in [&real_time, &shown_time] {
+        time::OffsetDateTime::parse(time, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("{e}: {time}"));
+    }
+    assert_eq!(shown_span, real_span, "{shown}\n{real}");
+    assert_eq!(shown_after, real_after, "{shown}\n{real}");
+    assert_eq!(shape(&shown_record), shape(&real_record), "{shown}\n{real}");
+    for field in [
+        "action", "lock", "outcome", "owner", "priority", "reason", "affected",
+    ] {
+        if field != "affected" {
+            assert_eq!(shown_record[field], real_record[field], "{field}");
+        }
+    }
+    assert_eq!(
+        shown_record["affected"]["owner"],
+        real_record["affected"]["owner"]
+    );
+
+    let trail: Value = serde_json::from_str(&readme_example("### Audit trail", "json")).unwrap();
+    assert_eq!(shape(&trail), shape(&real_record), "{trail}\n{real}");
+}

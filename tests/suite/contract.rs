@@ -556,3 +556,35 @@ fn readme_gives_the_two_commands_and_ci_runs_the_test_one() {
         ".ci/run runs the README's test command"
     );
 }
+
+/// `lockwarden lock NAME` without a command holds NAME until it is interrupted, and then
+/// releases it; releasing its lease from elsewhere makes it exit 75 as a lost lock. So no
+/// README example pairs such a hold with `lockwarden release NAME`.
+#[test]
+fn readme_never_releases_a_lease_that_a_running_lock_command_holds() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let commands: Vec<Vec<&str>> = readme
+        .lines()
+        .map(|line| line.split('#').next().unwrap().split_whitespace().collect())
+        .collect();
+    let held: BTreeSet<&str> = commands
+        .iter()
+        .filter(|words| words.len() >= 3 && words[..2] == ["lockwarden", "lock"])
+        .filter(|words| !words.contains(&"--"))
+        .map(|words| words[2])
+        .collect();
+    assert!(
+        !held.is_empty(),
+        "the README shows holding a lock without a command"
+    );
+    for words in &commands {
+        if words.len() >= 3 && words[..2] == ["lockwarden", "release"] {
+            assert!(
+                !held.contains(words[2]),
+                "the README releases {} by its lease id, which a running `lockwarden lock` holds",
+                words[2]
+            );
+        }
+    }
+}
