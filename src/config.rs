@@ -99,10 +99,10 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_WEBHOOK_ALLOW_PRIVATE")]
     pub webhook_allow_private: bool,
     /// The longest lease a caller may ask for.
-    #[arg(long, env = "LOCKWARDEN_MAX_LEASE_MS", default_value_t = DEFAULT_MAX_LEASE_MS)]
+    #[arg(long, env = "LOCKWARDEN_MAX_LEASE_MS", default_value_t = crate::model::DEFAULT_MAX_LEASE_MS)]
     pub max_lease_ms: u64,
     /// The longest a caller may ask to wait.
-    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_MS", default_value_t = DEFAULT_MAX_WAITING_MS)]
+    #[arg(long, env = "LOCKWARDEN_MAX_WAITING_MS", default_value_t = crate::model::DEFAULT_MAX_WAITING_MS)]
     pub max_waiting_ms: u64,
     /// How long one request may spend on the store before it answers 503.
     #[arg(long, env = "LOCKWARDEN_STORE_TIMEOUT_MS", default_value_t = 2_000)]
@@ -204,12 +204,6 @@ pub fn default_request_threads() -> usize {
         .map_or(1, |n| n.get().saturating_sub(1))
         .max(1)
 }
-
-/// `--max-lease-ms` by default: the longest lease (and cleanup window) a caller may ask for.
-pub const DEFAULT_MAX_LEASE_MS: u64 = 86_400_000;
-
-/// `--max-waiting-ms` by default: the longest a caller may ask to wait.
-pub const DEFAULT_MAX_WAITING_MS: u64 = 300_000;
 
 /// The cap on `--max-waiters-per-lock`. A queue node's name is about 55 bytes, so a listing
 /// of this many (plus callers about to leave) stays far below ZooKeeper's 1 MB

@@ -340,3 +340,9 @@ mod tests {
         assert!(Priority::new(2147483648).is_err());
     }
 }
+
+/// `--max-lease-ms` by default: the longest lease (and cleanup window) a caller may ask for.
+pub const DEFAULT_MAX_LEASE_MS: u64 = 86_400_000;
+
+/// `--max-waiting-ms` by default: the longest a caller may ask to wait.
+pub const DEFAULT_MAX_WAITING_MS: u64 = 300_000;

@@ -52,8 +52,8 @@ const NAME_HELP: &str = "The lock's name: one or more parts separated by '/', ea
 
 /// The longest lease and cleanup window, and the longest wait, that the service takes
 /// (unless its `--max-lease-ms` or `--max-waiting-ms` says less).
-const MAX_LEASE: Duration = Duration::from_millis(crate::config::DEFAULT_MAX_LEASE_MS);
-const MAX_WAIT: Duration = Duration::from_millis(crate::config::DEFAULT_MAX_WAITING_MS);
+const MAX_LEASE: Duration = Duration::from_millis(crate::model::DEFAULT_MAX_LEASE_MS);
+const MAX_WAIT: Duration = Duration::from_millis(crate::model::DEFAULT_MAX_WAITING_MS);
 
 /// Where the service is and how to authenticate; every client command takes these.
 #[derive(Clone, Debug, Args)]
