@@ -17,6 +17,12 @@ pub const MAX_PART_BYTES: usize = 128;
 /// The owner string that Helix uses to mean "nobody"; no caller may use it.
 pub const NO_OWNER: &str = "NONE";
 
+/// `--max-lease-ms` by default: the longest lease (and cleanup window) a caller may ask for.
+pub const DEFAULT_MAX_LEASE_MS: u64 = 86_400_000;
+
+/// `--max-waiting-ms` by default: the longest a caller may ask to wait.
+pub const DEFAULT_MAX_WAITING_MS: u64 = 300_000;
+
 /// A validated lock name: 1–16 parts joined by `/`, each `[A-Za-z0-9._-]{1,128}`, not `.`/`..`.
 ///
 /// Names order part by part, so a lock sorts directly before the locks nested under it.
@@ -340,9 +346,3 @@ mod tests {
         assert!(Priority::new(2147483648).is_err());
     }
 }
-
-/// `--max-lease-ms` by default: the longest lease (and cleanup window) a caller may ask for.
-pub const DEFAULT_MAX_LEASE_MS: u64 = 86_400_000;
-
-/// `--max-waiting-ms` by default: the longest a caller may ask to wait.
-pub const DEFAULT_MAX_WAITING_MS: u64 = 300_000;

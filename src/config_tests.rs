@@ -1,0 +1,74 @@
+use super::*;
+
+#[test]
+fn the_defaults_are_valid_and_the_gc_delay_must_cover_every_write_window() {
+    let mut args = ServeArgs::defaults();
+    assert_eq!(args.check(), Ok(()));
+    args.gc_delay_ms = 2 * args.store_timeout_ms + args.zk_session_timeout_ms * 3 / 2;
+    assert!(args.check().is_err());
+    args.gc_delay_ms += 1;
+    assert_eq!(args.check(), Ok(()));
+    args.lock_root = "relative".into();
+    assert!(args.check().is_err());
+}
+
+#[test]
+fn the_heads_grace_is_five_ms_by_default_and_at_most_ten_seconds() {
+    let mut args = ServeArgs::defaults();
+    assert_eq!(args.head_grace_ms, 5);
+    args.head_grace_ms = 0;
+    assert_eq!(args.check(), Ok(()), "0 turns it off");
+    args.head_grace_ms = 10_000;
+    assert_eq!(args.check(), Ok(()));
+    args.head_grace_ms = 10_001;
+    assert_eq!(
+        args.check(),
+        Err("--head-grace-ms must be at most 10000".into())
+    );
+}
+
+/// The help of every command and flag, as `--help` shows it.
+fn every_help(command: &mut clap::Command, path: &str, into: &mut Vec<(String, String)>) {
+    into.push((path.to_owned(), command.render_long_help().to_string()));
+    for sub in command.get_subcommands_mut() {
+        let path = format!("{path} {}", sub.get_name());
+        every_help(sub, &path, into);
+    }
+}
+
+#[test]
+fn every_help_text_stands_alone() {
+    use clap::CommandFactory;
+    let mut helps = Vec::new();
+    every_help(&mut Cli::command(), "lockwarden", &mut helps);
+    assert!(helps.len() > 8, "{helps:?}");
+    for (command, help) in helps {
+        for pointer in ["README", "DESIGN", "BENCHMARKS", "RELIABILITY", ".md"] {
+            assert!(
+                !help.contains(pointer),
+                "`{command} --help` points at {pointer}, which a user with only the \
+                 binary does not have:\n{help}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_empty_metrics_token_is_refused() {
+    let mut args = ServeArgs::defaults();
+    args.metrics_token = Some(" ".into());
+    assert!(args.check().is_err());
+    args.metrics_token = Some("m".into());
+    assert_eq!(args.check(), Ok(()));
+}
+
+#[test]
+fn request_threads_default_to_one_less_than_the_cpus_and_zero_is_refused() {
+    assert!(ServeArgs::defaults().request_threads() >= 1);
+    let parse = |n: &str| Cli::try_parse_from(["lockwarden", "serve", "--worker-threads", n]);
+    assert!(parse("0").is_err());
+    match parse("3").map(|cli| cli.command) {
+        Ok(Command::Serve(args)) => assert_eq!(args.request_threads(), 3),
+        _ => panic!("--worker-threads 3 parses"),
+    }
+}
