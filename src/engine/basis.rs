@@ -1,14 +1,56 @@
-//! What a decision may be made on besides a fresh read: when the queue that this instance
-//! remembers behind its own last hand-off is the whole queue, and when a read needs the
-//! queue at all. (An answer that leaves a lease as it was is given on the latest copy: the
-//! service's `reading` module keeps that rule, since it is about where a read goes.)
+//! What a decision may be made on: which answers need the latest copy (read after a
+//! `sync`), when the queue that this instance remembers behind its own last hand-off is the
+//! whole queue, and when a read needs the queue at all.
 //!
-//! Keeps I7 (DESIGN.md, "Invariants"): a remembered queue is decided on only while nobody who could
-//! come first can have joined (`remembered_queue_holds`).
+//! Keeps I4 (DESIGN.md, "Invariants"): an answer that leaves every lease as it was (a
+//! refusal, a release that finds nothing to do) is given only on the latest copy, which
+//! shows the caller's own grant and renewals (`needs_latest_copy`). Keeps I7: a remembered queue
+//! is decided on only while nobody who could come first can have joined
+//! (`remembered_queue_holds`).
 
 use crate::model::UnixMillis;
 use crate::record::LockRecord;
 use crate::waiter::Waiter;
+
+// Whether a decision may be answered only on the latest copy (`needs_latest_copy`): an answer
+// that leaves every lease as it was, given on a lagging copy, could tell a holder "not the
+// owner" of a lease it holds, or "released" while its lease goes on holding the lock. The
+// service reads the latest copy and decides again when a decision made on another says so.
+// Writes need no such read: they are conditional on the version read.
+
+impl super::AcquireDecision {
+    /// A refusal (see the rule above).
+    pub fn needs_latest_copy(&self) -> bool {
+        matches!(self, super::AcquireDecision::Refuse(_))
+    }
+}
+
+impl super::RenewDecision {
+    /// "Not the owner" (see the rule above).
+    pub fn needs_latest_copy(&self) -> bool {
+        matches!(self, super::RenewDecision::NotOwner)
+    }
+}
+
+impl super::ReleaseDecision {
+    /// "Not the owner", or nothing to release (see the rule above).
+    pub fn needs_latest_copy(&self) -> bool {
+        matches!(
+            self,
+            super::ReleaseDecision::NotOwner | super::ReleaseDecision::AlreadyFree
+        )
+    }
+}
+
+impl super::WaitDecision {
+    /// Superseded (see the rule above); a wait that ran out is a matter of time alone.
+    pub fn needs_latest_copy(&self) -> bool {
+        matches!(
+            self,
+            super::WaitDecision::Fail(super::WaitFailure::Superseded)
+        )
+    }
+}
 
 /// Whether `remembered`, the queue this instance left behind `record` when it wrote it, is
 /// still the whole queue as far as a decision goes: nobody who could come first has joined
@@ -54,6 +96,24 @@ mod tests {
     use super::*;
     use crate::engine::tests::{granted, NOW};
     use crate::engine::waiting_tests::{held, waiter, with_requestor};
+
+    #[test]
+    fn only_answers_that_leave_every_lease_as_it_was_need_the_latest_copy() {
+        use crate::engine::{
+            AcquireDecision, AcquireRefusal, ReleaseDecision, RenewDecision, WaitDecision,
+            WaitFailure,
+        };
+        assert!(AcquireDecision::Refuse(AcquireRefusal::LeaseEnded).needs_latest_copy());
+        assert!(!AcquireDecision::Wait.needs_latest_copy());
+        assert!(RenewDecision::NotOwner.needs_latest_copy());
+        let (record, _) = granted("h", NOW);
+        assert!(!RenewDecision::Write(Box::new(record)).needs_latest_copy());
+        assert!(ReleaseDecision::NotOwner.needs_latest_copy());
+        assert!(ReleaseDecision::AlreadyFree.needs_latest_copy());
+        assert!(WaitDecision::Fail(WaitFailure::Superseded).needs_latest_copy());
+        assert!(!WaitDecision::Fail(WaitFailure::WaitTimeout).needs_latest_copy());
+        assert!(!WaitDecision::Granted.needs_latest_copy());
+    }
 
     #[test]
     fn a_remembered_queue_holds_while_the_mark_is_its_heads_priority_and_nobody_asks() {

@@ -284,7 +284,7 @@ impl LockService {
                 AcquireDecision::AlreadyGranted { .. } | AcquireDecision::Wait if cached => {
                     continue
                 }
-                AcquireDecision::Refuse(_) if !latest => {
+                ref refusal if refusal.needs_latest_copy() && !latest => {
                     refusing = true;
                     continue;
                 }

@@ -61,8 +61,8 @@ impl LockService {
                 )
                 .await?;
             let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
-                // A refusal is decided on the latest copy (see `reading`).
-                RenewDecision::NotOwner if !latest => {
+                // A refusal is decided on the latest copy (`needs_latest_copy`).
+                ref refusal if refusal.needs_latest_copy() && !latest => {
                     source = Source::Latest;
                     continue;
                 }
@@ -203,8 +203,8 @@ impl LockService {
             let decision = decide(&record, &queue, now);
             let stored = match (&decision, stored) {
                 // A cached record is only good for a conditional write, and an answer that
-                // changes nothing is given on the latest copy (see `reading`).
-                (ReleaseDecision::NotOwner | ReleaseDecision::AlreadyFree, _) if !latest => {
+                // changes nothing is given on the latest copy (`needs_latest_copy`).
+                (decision, _) if decision.needs_latest_copy() && !latest => {
                     source = Source::Latest;
                     continue;
                 }

@@ -262,7 +262,7 @@ impl LockService {
                 }
                 Ok(Step::Again)
             }
-            WaitDecision::Fail(WaitFailure::Superseded) if !latest => {
+            ref superseded if superseded.needs_latest_copy() && !latest => {
                 state.refusing = true;
                 Ok(Step::Again)
             }
