@@ -2,7 +2,7 @@
 //! proptest generates, never a panic.
 //!
 //! 256 cases per property by default; `PROPTEST_CASES=100000 cargo test --release --test
-//! properties` runs a long hunt (see README, "Testing"). Bodies go through the real router
+//! properties` runs a long hunt (see CONTRIBUTING.md, "Testing"). Bodies go through the real router
 //! (extractors, validation, the in-memory store) with `tower::ServiceExt::oneshot`: this
 //! is a test of parsing, which needs no ZooKeeper.
 

@@ -13,7 +13,7 @@
 //! Recording is cheap on the hot path: every labelled family except the HTTP one holds its
 //! series from the start ([`labels::Labeled`]), so recording is an index and an atomic add.
 //! No label ever carries a lock name, an owner or a concrete path, so the number of series
-//! is fixed by the code (see README, "Metrics", for every family and label value).
+//! is fixed by the code (see docs/api.md, "Metrics", for every family and label value).
 
 use std::time::Duration;
 

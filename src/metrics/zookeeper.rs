@@ -151,7 +151,7 @@ impl Families {
         let contradictions = IntCounterVec::new(
             Opts::new(
                 "lockwarden_zookeeper_contradicting_copies_total",
-                "Primary ZooKeeper sessions given up because their server's copy of a record contradicted the leader's: twice running, a read on the session showed the record in the very state the leader had just refused a write on (see \"Sessions\" in the README).",
+                "Primary ZooKeeper sessions given up because their server's copy of a record contradicted the leader's: twice running, a read on the session showed the record in the very state the leader had just refused a write on (see \"Sessions\" in docs/api.md).",
             ),
             &[],
         );

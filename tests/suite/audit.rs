@@ -223,10 +223,10 @@ fn shape(value: &Value) -> Value {
     }
 }
 
-/// The first line of the first ``` block of `kind` after `heading` in the README.
+/// The first line of the first ``` block of `kind` after `heading` in docs/api.md.
 fn readme_example(heading: &str, kind: &str) -> String {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
     let section = &readme[readme.find(heading).expect(heading)..];
     let fence = format!("```{kind}\n");
     let block = &section[section.find(&fence).expect(&fence) + fence.len()..];
@@ -242,7 +242,7 @@ fn split_audit_line(line: &str) -> (&str, Value) {
     (head, record)
 }
 
-/// The README's audit examples (the SRE override's log line and the trail's JSON object)
+/// The audit examples of docs/api.md (the SRE override's log line and the trail's JSON object)
 /// have the shape of what the service writes: a key=value line once stood there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_audit_examples_have_the_shape_of_real_lines() {
@@ -251,7 +251,7 @@ async fn the_readmes_audit_examples_have_the_shape_of_real_lines() {
     let flags = ["--admin-token".to_owned(), ADMIN.to_owned()];
     let lw = Process::start_logging(&flags, Some(&log)).await;
     let base = lw.base.as_str();
-    // The README's example, with a short cleanup window so that the override takes over.
+    // The example of docs/api.md, with a short cleanup window so that the override takes over.
     let holder = json!({"owner": "batch", "lease_ms": 600_000, "cleanup_ms": 200});
     let (status, body) = acquire(base, "db%2Fprimary", ADMIN, holder).await;
     assert_eq!(status, StatusCode::OK, "{body}");

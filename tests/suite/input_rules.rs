@@ -1,4 +1,4 @@
-//! Input rules (README, "Input rules"): characters an owner may not contain, an audit line
+//! Input rules (docs/api.md, "Input rules"): characters an owner may not contain, an audit line
 //! that stays one line whatever the message holds, integral floats, the empty cursor, and
 //! the `/metrics` token.
 

@@ -58,7 +58,7 @@ async fn busy(
                     let (status, granted) = loop {
                         let (status, answer) = svc.acquire(lock, body.clone()).await;
                         // A caller that registered as requestor against a lower holder
-                        // and was displaced by a higher one is told so (README,
+                        // and was displaced by a higher one is told so (docs/api.md,
                         // "Preemption"); it asks again, as a client would.
                         if status == StatusCode::CONFLICT && answer["error"]["code"] == "superseded"
                         {

@@ -307,7 +307,7 @@ async fn the_sre_override_preempts_anything_and_is_audited() {
     hook.wait_for("lock.revoked", 1, WAIT).await;
     eventually(WAIT, "the audit line", || async {
         let text = std::fs::read_to_string(log.path()).unwrap();
-        // One JSON record per line (see the README's "Audit trail").
+        // One JSON record per line (see docs/api.md, "Audit trail").
         text.lines().any(|line| {
             line.contains(r#""action":"sre_override""#)
                 && line.contains(r#""owner":"sre-oncall""#)

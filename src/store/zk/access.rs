@@ -11,7 +11,7 @@
 //! else may read, write, create children, delete children, or change the ACL.
 //!
 //! ZooKeeper ACLs are per znode and not inherited, so znodes created before the flag was
-//! set keep their old (open) ACL; the README says how to close them.
+//! set keep their old (open) ACL; docs/api.md says how to close them.
 //!
 //! Keeps I16's ACL half (DESIGN.md, "Invariants"): with `--zk-auth` every znode's one ACL entry is
 //! the service's.
