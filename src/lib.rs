@@ -20,6 +20,7 @@ pub mod record;
 pub mod seal;
 pub mod server;
 pub mod service;
+pub mod startup;
 pub mod store;
 pub mod waiter;
 pub mod webhook;

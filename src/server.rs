@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::api::{self, auth::Auth, dto::Limits, AppState, WebhookPolicy};
 use crate::audit::AuditLog;
@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::seal::Sealer;
 use crate::service::events::{EventSink, NoEvents};
 use crate::service::{LockService, Timing};
+use crate::startup;
 use crate::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
 use crate::store::{memory::MemoryStore, LockStore};
 use crate::webhook::{sign::Secret, Webhooks};
@@ -94,11 +95,16 @@ pub async fn serve_on(
     Ok(())
 }
 
+/// Checks `args`, logs the start-up warnings ([`startup`]), and serves on `--listen` until
+/// `shutdown` completes.
 pub async fn serve(
     args: ServeArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     args.check()?;
+    for warning in startup::warnings(&args) {
+        warn!(target: startup::TARGET, "{warning}");
+    }
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

@@ -48,6 +48,7 @@ mod shared_multi;
 mod slow_server;
 mod stalled_server;
 mod stand_in;
+mod startup;
 mod store_reads;
 mod takeover_margin;
 mod ui_assets;
