@@ -1,6 +1,6 @@
 //! The contract files agree with the code: openapi.yaml (routes, codes, fields, and the shape
-//! of real responses and stream events), docker-compose.yml, the Dockerfile, README.md and
-//! .ci/run.
+//! of real responses and stream events), docker-compose.yml (which wants an admin token and
+//! publishes on loopback unless told otherwise), the Dockerfile, README.md and .ci/run.
 
 use crate::common;
 
@@ -481,6 +481,39 @@ fn serve_help() -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The compose interpolation `${NAME<op>ARG}` at the start of `text`: its name, operator
+/// (`:-` or `-` for a default, `:?` or `?` for a required variable, `""` for none), argument,
+/// and the text after it.
+fn interpolation(text: &str) -> Option<(&str, &str, &str, &str)> {
+    let inner = text.strip_prefix("${")?;
+    let (body, rest) = inner.split_once('}')?;
+    let name_end = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(body.len());
+    let (name, tail) = body.split_at(name_end);
+    let operator = [":-", ":?", "-", "?"]
+        .into_iter()
+        .find(|op| tail.starts_with(op))
+        .unwrap_or("");
+    Some((name, operator, &tail[operator.len()..], rest))
+}
+
+/// The address a short-syntax port `[HOST:]PUBLISHED:TARGET` is published on when no
+/// variable is set; `None` for every interface (no HOST, or a variable without a default).
+fn default_bind(port: &str) -> Option<std::net::IpAddr> {
+    let parts: Vec<&str> = port.rsplitn(3, ':').collect();
+    let host = *parts.get(2)?;
+    let host = match interpolation(host) {
+        Some((_, ":-", default, "")) => default,
+        Some(_) => return None,
+        None => host,
+    };
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
 #[test]
 fn docker_compose_and_dockerfile_fit_the_binary() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docker-compose.yml"))
@@ -537,6 +570,29 @@ fn docker_compose_and_dockerfile_fit_the_binary() {
             .iter()
             .any(|p| p.as_str().unwrap().ends_with(&format!(":{port}")));
         assert!(published, "{replica} publishes its listen port {port}");
+        let admin = env["LOCKWARDEN_ADMIN_TOKEN"].as_str().unwrap();
+        assert!(
+            matches!(
+                interpolation(admin),
+                Some(("LOCKWARDEN_ADMIN_TOKEN", ":?", _, ""))
+            ),
+            "{replica} must refuse to start without an admin token \
+             (${{LOCKWARDEN_ADMIN_TOKEN:?…}}), not fall back to one: {admin}"
+        );
+        for published in service["ports"].as_array().unwrap() {
+            let published = published.as_str().expect("ports in the short syntax");
+            let bind =
+                default_bind(published).map_or("every interface".to_string(), |ip| ip.to_string());
+            assert!(
+                default_bind(published).is_some_and(|ip| ip.is_loopback()),
+                "{replica} publishes {published} on {bind} by default, not on loopback \
+                 (\"${{LOCKWARDEN_BIND:-127.0.0.1}}:HOST_PORT:PORT\")"
+            );
+        }
+    }
+    for (at, _) in text.match_indices("${LOCKWARDEN_ADMIN_TOKEN") {
+        let (_, operator, _, _) = interpolation(&text[at..]).unwrap();
+        assert_eq!(operator, ":?", "no default admin token: {}", &text[at..]);
     }
     let dockerfile =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
