@@ -408,7 +408,7 @@ impl LockService {
 
     /// Held or expired locks, in name order, each with its waiters and live requestor as
     /// `get` shows them; the bool says whether more may follow. A lock's queue is read only
-    /// where its record says callers may wait (`LockRecord::queued`), up to
+    /// where its record says callers may wait (`engine::may_have_waiters`), up to
     /// `QUEUE_READS_AT_ONCE` at a time: a listing of locks nobody waits for costs the one read
     /// it always did.
     pub async fn list(&self, query: &ListQuery) -> Result<(Vec<LockSnapshot>, bool), ServiceError> {
@@ -418,9 +418,10 @@ impl LockService {
             .locks
             .iter()
             .map(|(name, record)| async move {
-                match record.queued {
-                    Some(_) => self.store.queue(name, deadline).await,
-                    None => Ok(Vec::new()),
+                if engine::may_have_waiters(record) {
+                    self.store.queue(name, deadline).await
+                } else {
+                    Ok(Vec::new())
                 }
             })
             .collect();
