@@ -28,12 +28,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
             "" => return Err(format!("{text:?} needs a unit: ms, s, m or h")),
-            other => return Err(format!("{other:?} in {text:?} is not a unit (ms, s, m, h)")),
+            name => match UNITS.iter().find(|(unit, _)| *unit == name) {
+                Some((_, size)) => *size,
+                None => return Err(format!("{name:?} in {text:?} is not a unit (ms, s, m, h)")),
+            },
         };
         rest = &rest[unit_len..];
         let part = unit
@@ -67,6 +66,7 @@ pub fn within(
     }
 }
 
+/// The units a duration is written in, largest first.
 const UNITS: [(&str, Duration); 4] = [
     ("h", Duration::from_secs(3600)),
     ("m", Duration::from_secs(60)),
@@ -93,7 +93,7 @@ fn in_unit_of(text: &str, limit: Duration) -> String {
 
 /// A duration as it would be written on the command line, in whole units: `24h`, `5m`,
 /// `1m30s`, `250ms`, `0s`.
-pub fn written(d: Duration) -> String {
+fn written(d: Duration) -> String {
     let mut rest = d.as_millis();
     let mut text = String::new();
     for (name, size) in UNITS {
