@@ -299,6 +299,21 @@ async fn stdout_of(command: &mut Command) -> (i32, String) {
     (output.status.code().unwrap(), text)
 }
 
+/// Runs `command`, which must end as a usage error (exit 2); its stderr.
+async fn usage_error_of(command: &mut Command) -> String {
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the command finishes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(exit::USAGE)),
+        "{command:?}: {stderr}"
+    );
+    stderr
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_list_and_release_show_and_act_on_locks() {
     let service = Service::zk().await;
@@ -421,16 +436,7 @@ async fn an_addr_without_a_scheme_is_refused_at_once() {
             command.env("LOCKWARDEN_ADDR", addr);
         }
         let started = std::time::Instant::now();
-        let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-            .await
-            .expect("the command finishes")
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(
-            output.status.code(),
-            Some(i32::from(exit::USAGE)),
-            "{stderr}"
-        );
+        let stderr = usage_error_of(&mut command).await;
         assert!(
             stderr.contains("http://host:port or https://host:port"),
             "{stderr}"
@@ -462,17 +468,7 @@ async fn a_duration_beyond_its_limit_is_refused_in_the_users_units() {
             "--cleanup must be at most 1440m",
         ),
     ] {
-        let output =
-            tokio::time::timeout(Duration::from_secs(60), cli(&service).args(args).output())
-                .await
-                .expect("the command finishes")
-                .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(
-            output.status.code(),
-            Some(i32::from(exit::USAGE)),
-            "{args:?}: {stderr}"
-        );
+        let stderr = usage_error_of(cli(&service).args(args)).await;
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(!stderr.contains("_ms"), "{args:?}: {stderr}");
     }
