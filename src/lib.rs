@@ -4,7 +4,7 @@
 //! Layers, from the inside out: [`model`] and [`record`] (values and their stored form),
 //! [`engine`] (the pure lock decision), [`store`] (versioned records with conditional writes),
 //! [`service`] (read, decide, write, retry), and [`api`] (HTTP). [`cli`] is the binary's client
-//! side, built on the `lockwarden-client` crate in `client/`. [`metrics`] is what `/metrics`
+//! side, built on the `lockwarden-client` crate in `clients/rust/`. [`metrics`] is what `/metrics`
 //! shows.
 
 pub mod api;
