@@ -25,7 +25,7 @@ use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
 use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority};
 use crate::record::{Holder, LockRecord};
-use crate::store::{Stored, Version};
+use crate::store::{Fresh, Stored, Version};
 
 impl LockService {
     /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
@@ -147,7 +147,7 @@ impl LockService {
         };
         let deadline = self.deadline();
         let now = self.wall.now();
-        let stored = self.store.read_latest(name, deadline).await?;
+        let stored = self.store.read(name, Fresh::Latest, deadline).await?;
         let record = stored.map(|s| s.record).unwrap_or_default();
         let queue = self.store.queue(name, deadline).await?;
         let live =

@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::model::LockName;
-use crate::store::{ListQuery, LockStore, Stored, WriteOutcome};
+use crate::store::{Fresh, ListQuery, LockStore, RecordWrite, Stored, WriteOutcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -270,7 +270,7 @@ async fn run(
         })
     };
     let deadline = Instant::now() + timing.store_timeout;
-    let stored = match store.read_latest(&item.name, deadline).await {
+    let stored = match store.read(&item.name, Fresh::Latest, deadline).await {
         Ok(Some(stored)) => stored,
         Ok(None) => return None,
         Err(_) => return retry(),
@@ -280,9 +280,15 @@ async fn run(
         return None;
     }
     let outcome = match item.phase {
-        Phase::Fence => store.fence(&item.name, stored.version, deadline).await,
+        Phase::Fence => {
+            store
+                .write(&item.name, RecordWrite::Fence(stored.version), deadline)
+                .await
+        }
         Phase::Delete { fenced } if fenced == stored.version.mzxid => {
-            store.delete(&item.name, stored.version, deadline).await
+            store
+                .write(&item.name, RecordWrite::Delete(stored.version), deadline)
+                .await
         }
         // Written since the fence: by a release, or by another instance's fence. Whoever
         // wrote it has it scheduled (or the sweep finds it), so this item ends here. Were it

@@ -3,7 +3,7 @@
 use super::*;
 use crate::record::LockRecord;
 use crate::store::memory::MemoryStore;
-use crate::store::Version;
+use crate::store::{Fresh, RecordWrite, Version};
 
 const DELAY: Duration = Duration::from_millis(300);
 
@@ -18,7 +18,7 @@ fn timing() -> GcTiming {
 async fn version_of(store: &MemoryStore, name: &LockName) -> Option<i32> {
     let deadline = Instant::now() + Duration::from_secs(1);
     store
-        .read(name, deadline)
+        .read(name, Fresh::Any, deadline)
         .await
         .unwrap()
         .map(|s| s.version.number)
@@ -27,7 +27,7 @@ async fn version_of(store: &MemoryStore, name: &LockName) -> Option<i32> {
 async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(1);
     match store
-        .create(name, &LockRecord::default(), deadline)
+        .write(name, RecordWrite::Create(&LockRecord::default()), deadline)
         .await
         .unwrap()
     {
@@ -105,7 +105,11 @@ async fn a_record_reused_before_either_phase_stays() {
     };
     // Reused before the fence.
     store
-        .update(&early, &held, Version::plain(0), deadline)
+        .write(
+            &early,
+            RecordWrite::Update(&held, Version::plain(0)),
+            deadline,
+        )
         .await
         .unwrap();
     // Reused after the fence, before the delete.
@@ -114,7 +118,11 @@ async fn a_record_reused_before_either_phase_stays() {
     })
     .await;
     store
-        .update(&late, &held, Version::plain(1), deadline)
+        .write(
+            &late,
+            RecordWrite::Update(&held, Version::plain(1)),
+            deadline,
+        )
         .await
         .unwrap();
     tokio::time::sleep(DELAY * 3).await;
@@ -187,12 +195,16 @@ async fn a_delete_that_finds_another_fence_leaves_the_record_to_it() {
     let deadline = Instant::now() + Duration::from_secs(1);
     let read = |store: Arc<MemoryStore>, name: LockName| async move {
         let deadline = Instant::now() + Duration::from_secs(1);
-        store.read_latest(&name, deadline).await.unwrap().unwrap()
+        store
+            .read(&name, Fresh::Latest, deadline)
+            .await
+            .unwrap()
+            .unwrap()
     };
     let mine = match store
-        .fence(
+        .write(
             &name,
-            read(store.clone(), name.clone()).await.version,
+            RecordWrite::Fence(read(store.clone(), name.clone()).await.version),
             deadline,
         )
         .await
@@ -203,7 +215,10 @@ async fn a_delete_that_finds_another_fence_leaves_the_record_to_it() {
     };
     // Another instance's item fences the record again.
     let theirs = read(store.clone(), name.clone()).await.version;
-    store.fence(&name, theirs, deadline).await.unwrap();
+    store
+        .write(&name, RecordWrite::Fence(theirs), deadline)
+        .await
+        .unwrap();
     let item = Item {
         due: Instant::now(),
         name: name.clone(),

@@ -16,7 +16,7 @@ use super::{LockService, Put, Read, ServiceError, WaitBasis};
 use crate::engine;
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
-use crate::store::{Stored, Version, Wake};
+use crate::store::{Fresh, Stored, Version, Wake};
 use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
@@ -47,7 +47,7 @@ impl LockService {
             let deadline = self.round_deadline(began);
             let current = match read.take() {
                 Some(current) => current,
-                None => match self.store.read(name, deadline).await? {
+                None => match self.store.read(name, Fresh::Any, deadline).await? {
                     Some(current) => current,
                     None => return Ok(()),
                 },

@@ -28,7 +28,7 @@ use super::{refused, LockService, Read, Refusal, ServiceError};
 use crate::engine::{self, holder_with_lease, AfterLeaving};
 use crate::model::{LeaseId, LockName};
 use crate::record::LockRecord;
-use crate::store::{LockStore, WriteOutcome};
+use crate::store::{Fresh, LockStore, RecordWrite, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 /// Releases, on its own task, a grant whose caller will never learn of it: the caller went
@@ -69,7 +69,11 @@ impl Drop for UndoGrant {
             // Whether the last look failed to settle it (no answer, or a release that failed).
             let mut unsettled = false;
             while Instant::now() < give_up {
-                unsettled = match service.store.read_latest(&name, service.deadline()).await {
+                unsettled = match service
+                    .store
+                    .read(&name, Fresh::Latest, service.deadline())
+                    .await
+                {
                     Ok(Some(stored)) if holder_with_lease(&stored.record, &lease).is_some() => {
                         match service.release(&name, &lease).await {
                             Ok(_) | Err(ServiceError::Refused { .. }) => return,
@@ -144,7 +148,7 @@ impl LockService {
         for _ in 0..super::MAX_ROUNDS {
             // After a sync: a hand-off to this waiter (its own takeover, or another's release)
             // that landed before the leave must show, whichever server the read goes to.
-            let stored = match self.store.read_latest(name, deadline).await {
+            let stored = match self.store.read(name, Fresh::Latest, deadline).await {
                 Ok(Some(stored)) => stored,
                 Ok(None) => return,
                 // The lock may have reached this waiter: keep checking in the background.
@@ -164,7 +168,11 @@ impl LockService {
             };
             match self
                 .store
-                .update(name, &cleared, stored.version, deadline)
+                .write(
+                    name,
+                    RecordWrite::Update(&cleared, stored.version),
+                    deadline,
+                )
                 .await
             {
                 Ok(WriteOutcome::Written { .. }) => {
@@ -252,7 +260,7 @@ async fn sweep_once(
 ) -> Swept {
     // After a sync, so that the listing shows this call's entry, which may have been made
     // through another server than the one this session is on.
-    let Ok((mut stored, queue)) = store.read_latest_with_queue(name, deadline).await else {
+    let Ok((mut stored, queue)) = store.read_with_queue(name, Fresh::Latest, deadline).await else {
         return Swept::default();
     };
     let mine: Vec<Waiter> = queue
@@ -267,7 +275,7 @@ async fn sweep_once(
     // listed, any that landed shows in the record read with the listing. With some, one may
     // have landed before their removal, so read again.
     if !mine.is_empty() {
-        let Ok(again) = store.read_latest(name, deadline).await else {
+        let Ok(again) = store.read(name, Fresh::Latest, deadline).await else {
             return Swept::default();
         };
         stored = again;
@@ -276,7 +284,11 @@ async fn sweep_once(
     if let (Some(stored), Some(lease)) = (stored, claimable) {
         if holder_with_lease(&stored.record, lease).is_some() {
             let outcome = store
-                .update(name, &LockRecord::default(), stored.version, deadline)
+                .write(
+                    name,
+                    RecordWrite::Update(&LockRecord::default(), stored.version),
+                    deadline,
+                )
                 .await;
             freed = matches!(outcome, Ok(WriteOutcome::Written { .. }));
         }

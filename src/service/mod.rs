@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::engine;
 use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{ListQuery, LockStore, StoreError, Stored, Version};
+use crate::store::{Fresh, ListQuery, LockStore, StoreError, Stored, Version};
 use crate::waiter::Waiter;
 use reading::Read;
 
@@ -376,9 +376,11 @@ impl LockService {
     ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
         let now = self.wall.now();
         let (stored, queue) = if latest {
-            self.store.read_latest_with_queue(name, deadline).await?
+            self.store
+                .read_with_queue(name, Fresh::Latest, deadline)
+                .await?
         } else {
-            let stored = self.store.read(name, deadline).await?;
+            let stored = self.store.read(name, Fresh::Any, deadline).await?;
             // A lock with a record may have waiters, shown too; one read of its queue.
             let queue = match &stored {
                 Some(_) => self.store.queue(name, deadline).await?,
@@ -398,9 +400,11 @@ impl LockService {
         // Not from a lagging follower: after a newer grant was acknowledged to anyone, this
         // must not call an older token current.
         let current = if self.planted.stale_validate {
-            self.store.read(name, self.deadline()).await?
+            self.store.read(name, Fresh::Any, self.deadline()).await?
         } else {
-            self.store.read_latest(name, self.deadline()).await?
+            self.store
+                .read(name, Fresh::Latest, self.deadline())
+                .await?
         };
         let record = current.map(|s| s.record).unwrap_or_default();
         Ok(engine::is_current(&record, token, self.wall.now()))

@@ -25,7 +25,7 @@ use super::{LockService, Put, ServiceError};
 use crate::engine;
 use crate::model::LockName;
 use crate::record::LockRecord;
-use crate::store::{StoreError, Stored, Version, WriteOutcome};
+use crate::store::{Fresh, RecordWrite, StoreError, Stored, Version, WriteOutcome};
 
 impl LockService {
     /// Writes `next` over what was read. A lost answer is settled by reading again: requests
@@ -41,16 +41,20 @@ impl LockService {
         let blind;
         let current = match current {
             Some(stored) if self.planted.blind_grant && grants(stored, &next) => {
-                blind = self.store.read_latest(name, deadline).await?;
+                blind = self.store.read(name, Fresh::Latest, deadline).await?;
                 blind.as_ref()
             }
             current => current,
         };
         let written = match current {
-            None => self.store.create(name, &next, deadline).await,
+            None => {
+                self.store
+                    .write(name, RecordWrite::Create(&next), deadline)
+                    .await
+            }
             Some(stored) => {
                 self.store
-                    .update(name, &next, stored.version, deadline)
+                    .write(name, RecordWrite::Update(&next, stored.version), deadline)
                     .await
             }
         };
@@ -81,7 +85,7 @@ impl LockService {
                 let before = current.map(|s| &s.record);
                 match self
                     .store
-                    .read_latest(name, self.settle_by(deadline))
+                    .read(name, Fresh::Latest, self.settle_by(deadline))
                     .await?
                 {
                     Some(stored) if engine::landed(before, &next, &stored.record) => {

@@ -36,7 +36,7 @@ use super::{LockService, ServiceError};
 use crate::engine;
 use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Stored, Version};
+use crate::store::{Fresh, Stored, Version};
 use crate::waiter::Waiter;
 
 /// Where a round's read comes from.
@@ -111,10 +111,13 @@ impl LockService {
         always_queue: bool,
     ) -> Result<Read, ServiceError> {
         if always_queue {
-            let (stored, queue) = self.store.read_with_queue(name, deadline).await?;
+            let (stored, queue) = self
+                .store
+                .read_with_queue(name, Fresh::Any, deadline)
+                .await?;
             return Ok(Read::fresh(stored, queue, false));
         }
-        let stored = self.store.read(name, deadline).await?;
+        let stored = self.store.read(name, Fresh::Any, deadline).await?;
         let worth_it = stored
             .as_ref()
             .is_some_and(|s| engine::queue_matters(&s.record, now));
@@ -134,7 +137,10 @@ impl LockService {
         name: &LockName,
         deadline: Instant,
     ) -> Result<Read, ServiceError> {
-        let (stored, queue) = self.store.read_latest_with_queue(name, deadline).await?;
+        let (stored, queue) = self
+            .store
+            .read_with_queue(name, Fresh::Latest, deadline)
+            .await?;
         Ok(Read::fresh(stored, queue, true))
     }
 

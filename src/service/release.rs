@@ -25,7 +25,7 @@ use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::{Forced, LockRecord};
-use crate::store::{Joined, StoreError, Version, WriteOutcome};
+use crate::store::{Fresh, Joined, RecordWrite, StoreError, Version, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
 fn too_busy() -> ServiceError {
@@ -286,7 +286,11 @@ impl LockService {
                 }
                 None => {
                     self.store
-                        .update(name, &expected, stored.version, deadline)
+                        .write(
+                            name,
+                            RecordWrite::Update(&expected, stored.version),
+                            deadline,
+                        )
                         .await
                 }
             };
@@ -304,7 +308,7 @@ impl LockService {
                 Err(StoreError::OutcomeUnknown(_)) => {
                     match self
                         .store
-                        .read_latest(name, self.settle_by(deadline))
+                        .read(name, Fresh::Latest, self.settle_by(deadline))
                         .await?
                     {
                         Some(now_stored)

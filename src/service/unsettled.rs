@@ -32,6 +32,7 @@ use super::LockService;
 use crate::engine;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::store::Fresh;
 use crate::waiter::Waiter;
 
 /// The waiters a release's hand-offs went to, and whether one of those writes is unsettled.
@@ -86,7 +87,7 @@ impl Drop for UnsettledHandOff<'_> {
                 }
                 let deadline = Instant::now() + timeout;
                 if let Ok((Some(stored), queue)) =
-                    store.read_latest_with_queue(&name, deadline).await
+                    store.read_with_queue(&name, Fresh::Latest, deadline).await
                 {
                     if tell_handed(&local, &name, &stored.record, &queue, &tried) {
                         return;

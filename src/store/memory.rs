@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use tokio::sync::{broadcast, Notify};
 
 use super::{
-    listed, Change, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
-    Wake, WriteOutcome, FEED_CAPACITY,
+    listed, Change, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
+    StoreError, Stored, Version, Wake, WriteOutcome, FEED_CAPACITY,
 };
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -219,71 +219,46 @@ fn stored(entry: &Entry) -> Stored {
 
 #[async_trait]
 impl LockStore for MemoryStore {
-    async fn read(&self, name: &LockName, _: Instant) -> Result<Option<Stored>, StoreError> {
+    /// Every write here is applied when it is answered: the latest state is the state.
+    async fn read(
+        &self,
+        name: &LockName,
+        _: Fresh,
+        _: Instant,
+    ) -> Result<Option<Stored>, StoreError> {
         Ok(self.lock().locks.get(name).map(stored))
     }
 
-    async fn create(
+    async fn write(
         &self,
         name: &LockName,
-        record: &LockRecord,
+        write: RecordWrite<'_>,
         _: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        Ok(self.lock().write(name, record, None))
-    }
-
-    async fn update(
-        &self,
-        name: &LockName,
-        record: &LockRecord,
-        version: Version,
-        _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        Ok(self.lock().write(name, record, Some(version)))
-    }
-
-    async fn fence(
-        &self,
-        name: &LockName,
-        version: Version,
-        _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        Ok(self
-            .lock()
-            .write(name, &LockRecord::default(), Some(version)))
-    }
-
-    async fn read_latest(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-    ) -> Result<Option<Stored>, StoreError> {
-        self.read(name, deadline).await
+        let mut inner = self.lock();
+        Ok(match write {
+            RecordWrite::Create(record) => inner.write(name, record, None),
+            RecordWrite::Update(record, version) => inner.write(name, record, Some(version)),
+            RecordWrite::Fence(version) => inner.write(name, &LockRecord::default(), Some(version)),
+            RecordWrite::Delete(version) => {
+                if inner.version_of(name) != Some(version.number) {
+                    return Ok(WriteOutcome::Conflict);
+                }
+                inner.locks.remove(name);
+                inner.changed(name);
+                let zxid = inner.next_zxid();
+                WriteOutcome::Written {
+                    zxid,
+                    version: -1,
+                    session: 0,
+                }
+            }
+        })
     }
 
     async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
         // An empty queue is dropped as its last waiter leaves.
         Ok(())
-    }
-
-    async fn delete(
-        &self,
-        name: &LockName,
-        version: Version,
-        _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        let mut inner = self.lock();
-        if inner.version_of(name) != Some(version.number) {
-            return Ok(WriteOutcome::Conflict);
-        }
-        inner.locks.remove(name);
-        inner.changed(name);
-        let zxid = inner.next_zxid();
-        Ok(WriteOutcome::Written {
-            zxid,
-            version: -1,
-            session: 0,
-        })
     }
 
     async fn list(&self, query: &ListQuery, _: Instant) -> Result<ListPage, StoreError> {
@@ -318,19 +293,11 @@ impl LockStore for MemoryStore {
     async fn read_with_queue(
         &self,
         name: &LockName,
+        _: Fresh,
         _: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
         let inner = self.lock();
         Ok((inner.locks.get(name).map(stored), inner.waiters(name)))
-    }
-
-    /// Every write here is applied when it is answered: the latest state is the state.
-    async fn read_latest_with_queue(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_with_queue(name, deadline).await
     }
 
     async fn enqueue(

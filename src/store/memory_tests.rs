@@ -38,8 +38,15 @@ async fn a_hand_off_makes_the_entries_of_the_callers_joining_with_it() {
     let store = MemoryStore::new();
     let deadline = Instant::now() + std::time::Duration::from_secs(1);
     let lock = name("l");
-    store.create(&lock, &held(), deadline).await.unwrap();
-    let stored = store.read(&lock, deadline).await.unwrap().unwrap();
+    store
+        .write(&lock, RecordWrite::Create(&held()), deadline)
+        .await
+        .unwrap();
+    let stored = store
+        .read(&lock, Fresh::Any, deadline)
+        .await
+        .unwrap()
+        .unwrap();
     let first = store.enqueue(&lock, &ticket("w1"), deadline).await.unwrap();
     let second = store.enqueue(&lock, &ticket("w2"), deadline).await.unwrap();
     let riders = [ticket("r1"), ticket("r2")];
@@ -83,13 +90,26 @@ async fn a_parent_name_cannot_be_created_while_nested_locks_exist() {
     let deadline = Instant::now() + std::time::Duration::from_secs(1);
     let written =
         |o: Result<WriteOutcome, StoreError>| matches!(o, Ok(WriteOutcome::Written { .. }));
-    assert!(written(store.create(&name("a/b"), &held(), deadline).await));
+    assert!(written(
+        store
+            .write(&name("a/b"), RecordWrite::Create(&held()), deadline)
+            .await
+    ));
     assert_eq!(
-        store.create(&name("a"), &held(), deadline).await.unwrap(),
+        store
+            .write(&name("a"), RecordWrite::Create(&held()), deadline)
+            .await
+            .unwrap(),
         WriteOutcome::NestedLocks
     );
-    assert!(written(store.create(&name("a-b"), &held(), deadline).await));
     assert!(written(
-        store.create(&name("a/b/c"), &held(), deadline).await
+        store
+            .write(&name("a-b"), RecordWrite::Create(&held()), deadline)
+            .await
+    ));
+    assert!(written(
+        store
+            .write(&name("a/b/c"), RecordWrite::Create(&held()), deadline)
+            .await
     ));
 }

@@ -68,6 +68,33 @@ impl Version {
     }
 }
 
+/// How fresh a read must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fresh {
+    /// What the server asked has applied (on ZooKeeper, a follower may lag behind writes
+    /// already acknowledged to others).
+    Any,
+    /// After every write acknowledged to anyone before the call (ZooKeeper: `sync` first, so
+    /// a lagging follower catches up).
+    Latest,
+}
+
+/// A conditional write of one lock's record.
+#[derive(Clone, Copy, Debug)]
+pub enum RecordWrite<'a> {
+    /// Creates the record of a lock that has none.
+    Create(&'a LockRecord),
+    /// Replaces the record, if it is still at the version.
+    Update(&'a LockRecord, Version),
+    /// Rewrites a free record as a *fenced* free record, if it is still at the version (see
+    /// `service::gc`). On ZooKeeper a fenced record sits at an odd version, which no live
+    /// record ever does.
+    Fence(Version),
+    /// Removes the record, if it is still at the version; `NestedLocks` when locks are
+    /// nested under it.
+    Delete(Version),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// The write landed; `zxid` identifies it (the fencing token of a grant), `version` is
@@ -117,44 +144,17 @@ pub struct ListPage {
 #[async_trait]
 pub trait LockStore: Send + Sync + 'static {
     /// Reads a lock's record; `None` when no record exists (a free lock).
-    async fn read(&self, name: &LockName, deadline: Instant) -> Result<Option<Stored>, StoreError>;
-    /// Creates the record of a lock that has none.
-    async fn create(
+    async fn read(
         &self,
         name: &LockName,
-        record: &LockRecord,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError>;
-    /// Replaces a record, if it is still at `version`.
-    async fn update(
-        &self,
-        name: &LockName,
-        record: &LockRecord,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError>;
-    /// Rewrites a free record as a *fenced* free record, if it is still at `version` (see
-    /// `service::gc`). On ZooKeeper a fenced record sits at an odd version, which no live
-    /// record ever does.
-    async fn fence(
-        &self,
-        name: &LockName,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError>;
-    /// Reads a record after making sure the store has applied every write acknowledged to
-    /// anyone before the call (ZooKeeper: `sync` first, so a lagging follower catches up).
-    async fn read_latest(
-        &self,
-        name: &LockName,
+        fresh: Fresh,
         deadline: Instant,
     ) -> Result<Option<Stored>, StoreError>;
-    /// Removes a record, if it is still at `version`; `NestedLocks` when locks are nested
-    /// under it.
-    async fn delete(
+    /// Writes a lock's record, on the condition [`RecordWrite`] names.
+    async fn write(
         &self,
         name: &LockName,
-        version: Version,
+        write: RecordWrite<'_>,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError>;
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError>;
@@ -175,13 +175,7 @@ pub trait LockStore: Send + Sync + 'static {
     async fn read_with_queue(
         &self,
         name: &LockName,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
-    /// As [`LockStore::read_with_queue`], after making sure the store has applied every
-    /// write acknowledged to anyone before the call, as [`LockStore::read_latest`] does.
-    async fn read_latest_with_queue(
-        &self,
-        name: &LockName,
+        fresh: Fresh,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
     /// The store session that queue entries made now live and die with (`None` while there

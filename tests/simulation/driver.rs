@@ -16,7 +16,7 @@ use lockwarden::service::{
     AcquireOutcome, LockService, Planted, Seams, ServiceError, Timing, WallClock,
 };
 use lockwarden::store::sim::{Faults, World};
-use lockwarden::store::{ListQuery, LockStore};
+use lockwarden::store::{Fresh, ListQuery, LockStore};
 use tokio::time::Instant;
 
 use crate::common::history::{check, Call, CheckConfig, History, Op, Outcome, Report};
@@ -208,7 +208,7 @@ async fn leftovers(world: &World, locks: &[LockName]) -> Vec<String> {
         free: true,
     };
     for (name, _) in store.list(&query, deadline).await.unwrap().locks {
-        let stored = store.read(&name, deadline).await.unwrap();
+        let stored = store.read(&name, Fresh::Any, deadline).await.unwrap();
         left.push(format!("{name}: a free record {stored:?}"));
     }
     for name in locks {

@@ -27,7 +27,7 @@ use lockwarden::service::feed::{
     EventId, EventType, Hub, HubSettings, Interest, LiveEvents, Opening,
 };
 use lockwarden::service::WallClock;
-use lockwarden::store::{LockStore, WriteOutcome};
+use lockwarden::store::{Fresh, LockStore, RecordWrite, WriteOutcome};
 use prometheus::IntCounter;
 
 /// Seeds run on the in-memory store.
@@ -124,11 +124,16 @@ impl Run {
             forced,
         };
         let lock = name(lock);
-        let outcome = match self.store.read(&lock, deadline).await.unwrap() {
-            Some(stored) => self.store.update(&lock, &record, stored.version, deadline),
+        let outcome = match self.store.read(&lock, Fresh::Any, deadline).await.unwrap() {
+            Some(stored) => self.store.write(
+                &lock,
+                RecordWrite::Update(&record, stored.version),
+                deadline,
+            ),
             None => {
                 self.creates += 1;
-                self.store.create(&lock, &record, deadline)
+                self.store
+                    .write(&lock, RecordWrite::Create(&record), deadline)
             }
         };
         let outcome = outcome.await.unwrap();

@@ -20,7 +20,7 @@ use lockwarden::metrics::{Format, Metrics};
 use lockwarden::model::LockName;
 use lockwarden::record::LockRecord;
 use lockwarden::store::zk::ZkStore;
-use lockwarden::store::{LockStore, StoreError, WriteOutcome};
+use lockwarden::store::{Fresh, LockStore, RecordWrite, StoreError, WriteOutcome};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -67,7 +67,9 @@ async fn occupy_the_slot(
     let (store2, lock) = (store.clone(), name(lock));
     let slow = tokio::spawn(async move {
         let deadline = Instant::now() + WAIT;
-        store2.create(&lock, &marked(0), deadline).await
+        store2
+            .write(&lock, RecordWrite::Create(&marked(0)), deadline)
+            .await
     });
     eventually(WAIT, "the first write is in flight", || async {
         metric(metrics, ALONE) > before
@@ -84,7 +86,9 @@ async fn ready(store: &ZkStore) {
         .ready(deadline)
         .await
         .expect("the store reaches ZooKeeper");
-    let warm = store.create(&name("warm-up"), &marked(0), deadline).await;
+    let warm = store
+        .write(&name("warm-up"), RecordWrite::Create(&marked(0)), deadline)
+        .await;
     assert!(written(&warm), "{warm:?}");
 }
 
@@ -114,7 +118,9 @@ async fn writes_queued_together_keep_their_own_conditions() {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
                 let deadline = Instant::now() + WAIT;
-                let outcome = store.create(&name(&lock), &marked(i + 1), deadline).await;
+                let outcome = store
+                    .write(&name(&lock), RecordWrite::Create(&marked(i + 1)), deadline)
+                    .await;
                 (lock, i + 1, outcome)
             }));
         }
@@ -135,18 +141,22 @@ async fn writes_queued_together_keep_their_own_conditions() {
             }
         } else {
             assert!(written(&outcome), "{lock}: {outcome:?}");
-            let stored = store.read(&name(&lock), Instant::now() + WAIT).await;
+            let stored = store
+                .read(&name(&lock), Fresh::Any, Instant::now() + WAIT)
+                .await;
             assert_eq!(stored.unwrap().unwrap().record.queued, Some(mark));
         }
     }
     assert_eq!(winners.len(), 1, "one lock, one create: {winners:?}");
-    let stored = store.read(&name("contested"), Instant::now() + WAIT).await;
+    let stored = store
+        .read(&name("contested"), Fresh::Any, Instant::now() + WAIT)
+        .await;
     assert_eq!(stored.unwrap().unwrap().record.queued, Some(winners[0]));
     assert!(metric(&metrics, SHARED) > 0, "some writes shared a multi");
 
     // Conditional updates of one record, all planned on the version just read: one lands.
     let version = store
-        .read(&name("contested"), Instant::now() + WAIT)
+        .read(&name("contested"), Fresh::Any, Instant::now() + WAIT)
         .await
         .unwrap()
         .unwrap()
@@ -158,7 +168,11 @@ async fn writes_queued_together_keep_their_own_conditions() {
             tokio::spawn(async move {
                 let deadline = Instant::now() + WAIT;
                 let outcome = store
-                    .update(&name("contested"), &marked(mark), version, deadline)
+                    .write(
+                        &name("contested"),
+                        RecordWrite::Update(&marked(mark), version),
+                        deadline,
+                    )
                     .await;
                 (mark, outcome)
             })
@@ -175,7 +189,9 @@ async fn writes_queued_together_keep_their_own_conditions() {
         }
     }
     assert_eq!(landed.len(), 1, "one version, one update: {landed:?}");
-    let stored = store.read(&name("contested"), Instant::now() + WAIT).await;
+    let stored = store
+        .read(&name("contested"), Fresh::Any, Instant::now() + WAIT)
+        .await;
     assert_eq!(stored.unwrap().unwrap().record.queued, Some(landed[0]));
     proxy.set_mode(Mode::Pass);
 }
@@ -191,7 +207,9 @@ async fn a_write_whose_caller_stopped_waiting_is_never_sent() {
     let slow = occupy_the_slot(&store, &metrics, "slot").await;
 
     let soon = Instant::now() + Duration::from_millis(100);
-    let expired = store.create(&name("expired"), &marked(1), soon).await;
+    let expired = store
+        .write(&name("expired"), RecordWrite::Create(&marked(1)), soon)
+        .await;
     assert!(
         matches!(expired, Err(StoreError::OutcomeUnknown(_))),
         "{expired:?}"
@@ -200,7 +218,9 @@ async fn a_write_whose_caller_stopped_waiting_is_never_sent() {
         let store = store.clone();
         tokio::spawn(async move {
             let deadline = Instant::now() + WAIT;
-            store.create(&name("dropped"), &marked(2), deadline).await
+            store
+                .write(&name("dropped"), RecordWrite::Create(&marked(2)), deadline)
+                .await
         })
     };
     eventually(WAIT, "the dropped call's write waits", || async {
@@ -213,14 +233,18 @@ async fn a_write_whose_caller_stopped_waiting_is_never_sent() {
     })
     .await;
     let after = store
-        .create(&name("after"), &marked(3), Instant::now() + WAIT)
+        .write(
+            &name("after"),
+            RecordWrite::Create(&marked(3)),
+            Instant::now() + WAIT,
+        )
         .await;
     assert!(written(&after), "{after:?}");
     assert!(written(&slow.await.unwrap()));
     proxy.set_mode(Mode::Pass);
     for gone in ["expired", "dropped"] {
         let found = store
-            .read(&name(gone), Instant::now() + WAIT)
+            .read(&name(gone), Fresh::Any, Instant::now() + WAIT)
             .await
             .unwrap();
         assert!(found.is_none(), "{gone} was written: {found:?}");
@@ -353,10 +377,14 @@ async fn a_waiting_write_is_not_sent_on_a_session_that_no_longer_serves() {
     let (proxy, metrics, store) = ready_store().await;
     let target = name("target");
     let created = store
-        .create(&target, &marked(1), Instant::now() + WAIT)
+        .write(
+            &target,
+            RecordWrite::Create(&marked(1)),
+            Instant::now() + WAIT,
+        )
         .await;
     assert!(written(&created), "{created:?}");
-    let read = store.read(&target, Instant::now() + WAIT).await;
+    let read = store.read(&target, Fresh::Any, Instant::now() + WAIT).await;
     let version = read.unwrap().unwrap().version;
 
     proxy.set_mode(Mode::DelayReplies(Duration::from_millis(2_000)));
@@ -365,7 +393,9 @@ async fn a_waiting_write_is_not_sent_on_a_session_that_no_longer_serves() {
         let (store, target) = (store.clone(), target.clone());
         tokio::spawn(async move {
             let deadline = Instant::now() + Duration::from_secs(3);
-            store.update(&target, &marked(2), version, deadline).await
+            store
+                .write(&target, RecordWrite::Update(&marked(2), version), deadline)
+                .await
         })
     };
     eventually(WAIT, "the write waits for the slot", || async {
@@ -386,10 +416,12 @@ async fn a_waiting_write_is_not_sent_on_a_session_that_no_longer_serves() {
     // in that session's outbox, it would have gone out first and moved the version on.
     eventually(WAIT, "a write at the old version lands", || async {
         let deadline = Instant::now() + Duration::from_secs(2);
-        let again = store.update(&target, &marked(3), version, deadline).await;
+        let again = store
+            .write(&target, RecordWrite::Update(&marked(3), version), deadline)
+            .await;
         written(&again)
     })
     .await;
-    let now = store.read(&target, Instant::now() + WAIT).await;
+    let now = store.read(&target, Fresh::Any, Instant::now() + WAIT).await;
     assert_eq!(now.unwrap().unwrap().record.queued, Some(3));
 }

@@ -15,7 +15,7 @@ use lockwarden::metrics::{Format, Metrics};
 use lockwarden::model::{LeaseId, LockName};
 use lockwarden::record::LockRecord;
 use lockwarden::store::zk::ZkStore;
-use lockwarden::store::{LockStore, StoreError, WriteOutcome};
+use lockwarden::store::{Fresh, LockStore, RecordWrite, StoreError, WriteOutcome};
 use lockwarden::waiter::Ticket;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -59,8 +59,11 @@ fn ticket(key: &str, priority: u32) -> Ticket {
 async fn agree(store: &ZkStore, lock: &str) -> (Option<LockRecord>, Vec<String>) {
     let deadline = Instant::now() + WAIT;
     let lock = name(lock);
-    let (together, queue) = store.read_with_queue(&lock, deadline).await.unwrap();
-    let apart = store.read(&lock, deadline).await.unwrap();
+    let (together, queue) = store
+        .read_with_queue(&lock, Fresh::Any, deadline)
+        .await
+        .unwrap();
+    let apart = store.read(&lock, Fresh::Any, deadline).await.unwrap();
     let apart_queue = store.queue(&lock, deadline).await.unwrap();
     assert_eq!(
         together.as_ref().map(|s| (&s.record, s.version)),
@@ -92,7 +95,9 @@ async fn the_record_and_queue_read_together_match_the_separate_reads() {
         queued: Some(5),
         ..LockRecord::default()
     };
-    let created = store.create(&name("held"), &held, deadline).await;
+    let created = store
+        .write(&name("held"), RecordWrite::Create(&held), deadline)
+        .await;
     assert!(
         matches!(created, Ok(WriteOutcome::Written { .. })),
         "{created:?}"
@@ -114,14 +119,18 @@ async fn the_record_and_queue_read_together_match_the_separate_reads() {
 
     // A nested name makes its parent an empty container: no record, but a node.
     let child = store
-        .create(&name("parent/child"), &LockRecord::default(), deadline)
+        .write(
+            &name("parent/child"),
+            RecordWrite::Create(&LockRecord::default()),
+            deadline,
+        )
         .await;
     assert!(
         matches!(child, Ok(WriteOutcome::Written { .. })),
         "{child:?}"
     );
     let parent = store
-        .read_with_queue(&name("parent"), deadline)
+        .read_with_queue(&name("parent"), Fresh::Any, deadline)
         .await
         .unwrap()
         .0
@@ -131,7 +140,7 @@ async fn the_record_and_queue_read_together_match_the_separate_reads() {
 
     let before = count(&metrics, "multi_read");
     store
-        .read_with_queue(&name("held"), deadline)
+        .read_with_queue(&name("held"), Fresh::Any, deadline)
         .await
         .unwrap();
     assert_eq!(count(&metrics, "multi_read"), before + 1, "one request");
@@ -144,7 +153,11 @@ async fn an_unanswered_read_together_fails_within_its_deadline() {
     proxy.set_mode(Mode::DelayReplies(Duration::from_secs(5)));
     let started = Instant::now();
     let read = store
-        .read_with_queue(&name("slow"), started + Duration::from_millis(300))
+        .read_with_queue(
+            &name("slow"),
+            Fresh::Any,
+            started + Duration::from_millis(300),
+        )
         .await;
     assert!(matches!(read, Err(StoreError::Unavailable(_))), "{read:?}");
     assert!(
@@ -154,7 +167,11 @@ async fn an_unanswered_read_together_fails_within_its_deadline() {
     proxy.set_mode(Mode::Pass);
     common::eventually(WAIT, "ZooKeeper answers again", || async {
         store
-            .read_with_queue(&name("slow"), Instant::now() + Duration::from_secs(2))
+            .read_with_queue(
+                &name("slow"),
+                Fresh::Any,
+                Instant::now() + Duration::from_secs(2),
+            )
             .await
             .is_ok()
     })

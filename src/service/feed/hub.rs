@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::expiry::{follow_lease, lease_end};
 use super::*;
-use crate::store::Stored;
+use crate::store::{Fresh, Stored};
 
 /// How often covers whose streams have all closed are looked at.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -287,7 +287,10 @@ impl State {
         announce: bool,
     ) -> Result<Option<i64>, StoreError> {
         self.reads.inc();
-        let (stored, queue) = self.store.read_with_queue(name, self.deadline()).await?;
+        let (stored, queue) = self
+            .store
+            .read_with_queue(name, Fresh::Any, self.deadline())
+            .await?;
         let zxid = stored.as_ref().map(|s| s.version.mzxid);
         let events = self.learn(name, stored, queue);
         if announce {

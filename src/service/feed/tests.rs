@@ -9,6 +9,7 @@ use crate::model::UnixMillis;
 use crate::record::Holder;
 use crate::service::WallClock;
 use crate::store::memory::MemoryStore;
+use crate::store::RecordWrite;
 
 fn held(owner: &str) -> LockRecord {
     LockRecord::held_by(Holder {
@@ -43,7 +44,10 @@ async fn a_stream_that_does_not_read_is_closed_not_buffered_without_bound() {
     let total = STREAM_BUFFER + 10;
     for i in 0..total {
         let name = LockName::parse(&format!("l{i}")).unwrap();
-        store.create(&name, &held("o"), deadline).await.unwrap();
+        store
+            .write(&name, RecordWrite::Create(&held("o")), deadline)
+            .await
+            .unwrap();
         // The reading stream keeps up, event by event.
         let event = tokio::time::timeout(Duration::from_secs(5), reading.live.next())
             .await
@@ -82,7 +86,10 @@ async fn opening_a_stream_takes_no_event_from_the_others() {
     let deadline = Instant::now() + Duration::from_secs(5);
     for i in 0..40 {
         let name = LockName::parse(&format!("x{i}")).unwrap();
-        store.create(&name, &held("o"), deadline).await.unwrap();
+        store
+            .write(&name, RecordWrite::Create(&held("o")), deadline)
+            .await
+            .unwrap();
         // Opened while the hub may not have read the change yet: whichever it handles
         // first, the stream already open hears the grant, once.
         let interest = match i % 2 {
@@ -118,7 +125,7 @@ async fn a_lease_end_a_new_snapshot_shows_is_told_to_the_streams_open_before() {
     let mut first = hub.open(Interest::Lock(name.clone()), None).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     store
-        .create(&name, &held_until(1_060_000), deadline)
+        .write(&name, RecordWrite::Create(&held_until(1_060_000)), deadline)
         .await
         .unwrap();
     assert_eq!(next(&mut first).await.kind, EventType::Acquired);

@@ -8,8 +8,8 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::super::{
-    Change, EntrySession, HandOff, Joined, ListPage, ListQuery, LockStore, StoreError, Stored,
-    Version, Wake, WriteOutcome,
+    Change, EntrySession, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
+    StoreError, Stored, Version, Wake, WriteOutcome,
 };
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -34,19 +34,23 @@ pub(super) async fn apply(
     let applied = match write {
         _ if !alive => conflict,
         Write::Create(name, record) => {
-            Applied::Outcome(leader.create(&name, &record, now).await.expect("memory"))
+            let create = RecordWrite::Create(&record);
+            Applied::Outcome(leader.write(&name, create, now).await.expect("memory"))
         }
         Write::Update(_, _, v) | Write::Fence(_, v) | Write::Delete(_, v) if !planned_here(&v) => {
             conflict
         }
         Write::Update(name, record, v) => {
-            Applied::Outcome(leader.update(&name, &record, v, now).await.expect("memory"))
+            let update = RecordWrite::Update(&record, v);
+            Applied::Outcome(leader.write(&name, update, now).await.expect("memory"))
         }
         Write::Fence(name, v) => {
-            Applied::Outcome(leader.fence(&name, v, now).await.expect("memory"))
+            let fence = RecordWrite::Fence(v);
+            Applied::Outcome(leader.write(&name, fence, now).await.expect("memory"))
         }
         Write::Delete(name, v) => {
-            Applied::Outcome(leader.delete(&name, v, now).await.expect("memory"))
+            let delete = RecordWrite::Delete(v);
+            Applied::Outcome(leader.write(&name, delete, now).await.expect("memory"))
         }
         Write::Enqueue(name, ticket) => {
             let entry = leader.enqueue(&name, &ticket, now).await.expect("memory");
@@ -84,51 +88,29 @@ pub(super) async fn apply(
 
 #[async_trait]
 impl LockStore for SimStore {
-    async fn read(&self, name: &LockName, _: Instant) -> Result<Option<Stored>, StoreError> {
-        Ok(self.read_view(name, false).await?.0)
-    }
-
-    async fn create(
+    async fn read(
         &self,
         name: &LockName,
-        record: &LockRecord,
+        fresh: Fresh,
         _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.outcome(Write::Create(name.clone(), record.clone()))
-            .await
+    ) -> Result<Option<Stored>, StoreError> {
+        Ok(self.read_view(name, fresh == Fresh::Latest).await?.0)
     }
 
-    async fn update(
+    async fn write(
         &self,
         name: &LockName,
-        record: &LockRecord,
-        version: Version,
+        write: RecordWrite<'_>,
         _: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        self.outcome(Write::Update(name.clone(), record.clone(), version))
-            .await
-    }
-
-    async fn fence(
-        &self,
-        name: &LockName,
-        version: Version,
-        _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.outcome(Write::Fence(name.clone(), version)).await
-    }
-
-    async fn read_latest(&self, name: &LockName, _: Instant) -> Result<Option<Stored>, StoreError> {
-        Ok(self.read_view(name, true).await?.0)
-    }
-
-    async fn delete(
-        &self,
-        name: &LockName,
-        version: Version,
-        _: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.outcome(Write::Delete(name.clone(), version)).await
+        let name = name.clone();
+        self.outcome(match write {
+            RecordWrite::Create(record) => Write::Create(name, record.clone()),
+            RecordWrite::Update(record, version) => Write::Update(name, record.clone(), version),
+            RecordWrite::Fence(version) => Write::Fence(name, version),
+            RecordWrite::Delete(version) => Write::Delete(name, version),
+        })
+        .await
     }
 
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError> {
@@ -152,17 +134,10 @@ impl LockStore for SimStore {
     async fn read_with_queue(
         &self,
         name: &LockName,
+        fresh: Fresh,
         _: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_view(name, false).await
-    }
-
-    async fn read_latest_with_queue(
-        &self,
-        name: &LockName,
-        _: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_view(name, true).await
+        self.read_view(name, fresh == Fresh::Latest).await
     }
 
     fn entry_session(&self) -> Option<EntrySession> {

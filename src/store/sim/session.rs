@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::{apply, lock_of, refused, unknown, Applied, Fate, Session, SimStore, Write};
 use crate::model::LockName;
 use crate::store::memory::MemoryStore;
-use crate::store::{LockStore, StoreError, Stored, WriteOutcome};
+use crate::store::{Fresh, LockStore, StoreError, Stored, WriteOutcome};
 use crate::waiter::Waiter;
 
 impl SimStore {
@@ -103,7 +103,7 @@ impl SimStore {
         }
         let view = self.view(latest);
         let deadline = Instant::now();
-        let (stored, queue) = view.read_with_queue(name, deadline).await?;
+        let (stored, queue) = view.read_with_queue(name, Fresh::Any, deadline).await?;
         Ok((self.on_session(stored), queue))
     }
 

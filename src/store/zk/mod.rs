@@ -21,8 +21,8 @@ use tracing::warn;
 use zookeeper_client as zk;
 
 use super::{
-    EntrySession, HandOff, ListPage, ListQuery, LockStore, StoreError, Stored, Version,
-    WriteOutcome,
+    EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite, StoreError, Stored,
+    Version, WriteOutcome,
 };
 use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
 use crate::model::LockName;
@@ -225,53 +225,30 @@ fn stored(sealer: &Sealer, name: &LockName, data: &[u8], stat: &zk::Stat, sessio
 
 #[async_trait]
 impl LockStore for ZkStore {
-    async fn read(&self, name: &LockName, deadline: Instant) -> Result<Option<Stored>, StoreError> {
-        self.read_record(name, deadline, false).await
-    }
-
-    async fn create(
+    async fn read(
         &self,
         name: &LockName,
-        record: &LockRecord,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.create_record(name, record, deadline).await
-    }
-
-    async fn update(
-        &self,
-        name: &LockName,
-        record: &LockRecord,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.write_record(name, record, version, deadline).await
-    }
-
-    async fn fence(
-        &self,
-        name: &LockName,
-        version: Version,
-        deadline: Instant,
-    ) -> Result<WriteOutcome, StoreError> {
-        self.fence_record(name, version, deadline).await
-    }
-
-    async fn read_latest(
-        &self,
-        name: &LockName,
+        fresh: Fresh,
         deadline: Instant,
     ) -> Result<Option<Stored>, StoreError> {
-        self.read_record(name, deadline, true).await
+        self.read_record(name, deadline, fresh == Fresh::Latest)
+            .await
     }
 
-    async fn delete(
+    async fn write(
         &self,
         name: &LockName,
-        version: Version,
+        write: RecordWrite<'_>,
         deadline: Instant,
     ) -> Result<WriteOutcome, StoreError> {
-        self.delete_record(name, version, deadline).await
+        match write {
+            RecordWrite::Create(record) => self.create_record(name, record, deadline).await,
+            RecordWrite::Update(record, version) => {
+                self.write_record(name, record, version, deadline).await
+            }
+            RecordWrite::Fence(version) => self.fence_record(name, version, deadline).await,
+            RecordWrite::Delete(version) => self.delete_record(name, version, deadline).await,
+        }
     }
 
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError> {
@@ -321,17 +298,11 @@ impl LockStore for ZkStore {
     async fn read_with_queue(
         &self,
         name: &LockName,
+        fresh: Fresh,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_record_and_queue(name, deadline, false).await
-    }
-
-    async fn read_latest_with_queue(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_record_and_queue(name, deadline, true).await
+        self.read_record_and_queue(name, deadline, fresh == Fresh::Latest)
+            .await
     }
 
     fn entry_session(&self) -> Option<EntrySession> {
