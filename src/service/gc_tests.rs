@@ -31,7 +31,7 @@ async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
         .await
         .unwrap()
     {
-        WriteOutcome::Written { version, .. } => version,
+        WriteOutcome::Written { version, .. } => version.number,
         other => panic!("{other:?}"),
     }
 }

@@ -59,17 +59,10 @@ impl LockService {
             }
         };
         match written {
-            Ok(WriteOutcome::Written {
-                zxid,
-                version,
-                session,
-            }) => {
+            Ok(WriteOutcome::Written { zxid, version }) => {
                 let mut landed = next;
                 landed.resolve_token(zxid);
-                Ok(Put::Landed(
-                    Box::new(landed),
-                    Version::written(version, session),
-                ))
+                Ok(Put::Landed(Box::new(landed), version))
             }
             Ok(WriteOutcome::Conflict) => {
                 self.cache.forget(name);

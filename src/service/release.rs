@@ -28,6 +28,16 @@ use crate::record::{Forced, LockRecord};
 use crate::store::{Fresh, Joined, RecordWrite, StoreError, Version, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 
+/// Where the write that ended a hold left the record. (A local value of one call: the size
+/// of its variants does not matter.)
+#[allow(clippy::large_enum_variant)]
+enum Landed {
+    /// At this version, as this record.
+    At(LockRecord, Version),
+    /// Gone: a release whose answer was lost, found freed and already collected.
+    Collected,
+}
+
 fn too_busy() -> ServiceError {
     ServiceError::StoreUnavailable("the lock changed too often to decide".into())
 }
@@ -295,14 +305,10 @@ impl LockService {
                 }
             };
             let landed = match outcome {
-                Ok(WriteOutcome::Written {
-                    zxid,
-                    version,
-                    session,
-                }) => {
+                Ok(WriteOutcome::Written { zxid, version }) => {
                     let mut landed = expected;
                     landed.resolve_token(zxid);
-                    Some((landed, Version::written(version, session)))
+                    Some(Landed::At(landed, version))
                 }
                 // A lost answer is settled by reading: the session answers in order.
                 Err(StoreError::OutcomeUnknown(_)) => {
@@ -314,10 +320,10 @@ impl LockService {
                         Some(now_stored)
                             if engine::landed(Some(&record), &expected, &now_stored.record) =>
                         {
-                            Some((now_stored.record, now_stored.version))
+                            Some(Landed::At(now_stored.record, now_stored.version))
                         }
                         // Gone: freed and already collected, so the release landed.
-                        None if to.is_none() => Some((LockRecord::default(), Version::plain(-1))),
+                        None if to.is_none() => Some(Landed::Collected),
                         _ => {
                             ending = Some(record.clone());
                             None
@@ -331,7 +337,7 @@ impl LockService {
                 }
                 Err(error) => return Err(error.into()),
             };
-            let Some((landed, version)) = landed else {
+            let Some(landed) = landed else {
                 // Decide again on a fresh read.
                 self.cache.forget(name);
                 continue;
@@ -347,8 +353,8 @@ impl LockService {
                 };
                 self.metrics.hold_ended(end, ended, self.wall.now());
             }
-            match to {
-                Some(to) => {
+            match (to, landed) {
+                (Some(to), Landed::At(landed, version)) => {
                     self.metrics.handoffs.inc();
                     // Not the riders: what is remembered must stay a prefix of the queue, and a
                     // caller of another instance may have joined between it and them.
@@ -363,15 +369,16 @@ impl LockService {
                     drop(pending);
                     return Ok((after, Some(record)));
                 }
-                // Found already gone (collected) after a lost answer: nothing to remember.
-                None if version.number < 0 => {
-                    self.cache.forget(name);
-                    return Ok((snapshot(name, &landed, &[], self.clock(now)), Some(record)));
-                }
-                None => {
+                (None, Landed::At(landed, version)) => {
                     self.cache.remember(name, &landed, version);
                     self.collector.schedule(name);
                     return Ok((snapshot(name, &landed, &[], self.clock(now)), Some(record)));
+                }
+                // Found already gone (collected) after a lost answer: nothing to remember.
+                (_, Landed::Collected) => {
+                    self.cache.forget(name);
+                    let free = LockRecord::default();
+                    return Ok((snapshot(name, &free, &[], self.clock(now)), Some(record)));
                 }
             }
         }

@@ -18,7 +18,7 @@ use crate::engine::{self, WaitDecision, WaitFailure};
 use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Version, Wake, WriteOutcome};
+use crate::store::{Wake, WriteOutcome};
 use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
@@ -186,12 +186,7 @@ impl LockService {
                 .await
                 .map(|handed| handed.outcome)
             {
-                Ok(WriteOutcome::Written {
-                    zxid,
-                    version,
-                    session,
-                }) => {
-                    let version = Version::written(version, session);
+                Ok(WriteOutcome::Written { zxid, version }) => {
                     self.metrics.handoffs.inc();
                     // Taken from a live holder (revoked), or from one whose lease ran out.
                     match (&revoked, &record.holder) {

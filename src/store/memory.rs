@@ -117,8 +117,7 @@ impl Inner {
         self.changed(name);
         WriteOutcome::Written {
             zxid,
-            version: next_version,
-            session: 0,
+            version: Version::plain(next_version),
         }
     }
 
@@ -249,8 +248,7 @@ impl LockStore for MemoryStore {
                 let zxid = inner.next_zxid();
                 WriteOutcome::Written {
                     zxid,
-                    version: -1,
-                    session: 0,
+                    version: Version::plain(-1),
                 }
             }
         })

@@ -97,14 +97,10 @@ pub enum RecordWrite<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The write landed; `zxid` identifies it (the fencing token of a grant), `version` is
-    /// the record's new version (-1 once deleted), and `session` the store session it was
-    /// written on (0: any).
-    Written {
-        zxid: i64,
-        version: i32,
-        session: i64,
-    },
+    /// The write landed; `zxid` identifies it (the fencing token of a grant), and `version`
+    /// is the record's new version, on the store session it was written on (number -1 once
+    /// deleted).
+    Written { zxid: i64, version: Version },
     /// The record changed since it was read (or appeared, or vanished): read again.
     Conflict,
     /// The name is the parent of existing nested locks, and cannot hold a record itself.

@@ -129,8 +129,7 @@ pub(crate) fn written(
         .find_map(|r| match r {
             zk::MultiWriteResult::SetData { stat } => Some(crate::store::WriteOutcome::Written {
                 zxid: stat.mzxid,
-                version: stat.version,
-                session,
+                version: crate::store::Version::written(stat.version, session),
             }),
             _ => None,
         })

@@ -124,8 +124,7 @@ impl ZkStore {
             // Already at an odd version: fenced (or written by a non-lockwarden client).
             return Ok(WriteOutcome::Written {
                 zxid: version.mzxid,
-                version: version.number,
-                session,
+                version: Version::written(version.number, session),
             });
         }
         let free = LockRecord::default().encode();
@@ -133,8 +132,7 @@ impl ZkStore {
         match self.within(ZkOp::SetData, deadline, call).await {
             Ok(Ok(stat)) => Ok(WriteOutcome::Written {
                 zxid: stat.mzxid,
-                version: stat.version,
-                session,
+                version: Version::written(stat.version, session),
             }),
             Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
                 self.write_refused(name, session, Basis::At(version.mzxid));
@@ -160,8 +158,7 @@ impl ZkStore {
         match self.within(ZkOp::Delete, deadline, delete).await {
             Ok(Ok(())) => Ok(WriteOutcome::Written {
                 zxid: 0,
-                version: -1,
-                session,
+                version: Version::written(-1, session),
             }),
             Ok(Err(zk::Error::BadVersion | zk::Error::NoNode)) => {
                 self.write_refused(name, session, Basis::At(version.mzxid));
