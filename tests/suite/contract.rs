@@ -514,6 +514,14 @@ fn default_bind(port: &str) -> Option<std::net::IpAddr> {
         .ok()
 }
 
+/// What docker-compose.yml must be given: the admin token, the API token every `/v1` call
+/// carries, and the record secret the replicas share.
+const SECRETS: [&str; 3] = [
+    "LOCKWARDEN_ADMIN_TOKEN",
+    "LOCKWARDEN_API_TOKEN",
+    "LOCKWARDEN_RECORD_SECRET",
+];
+
 #[test]
 fn docker_compose_and_dockerfile_fit_the_binary() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docker-compose.yml"))
@@ -551,7 +559,8 @@ fn docker_compose_and_dockerfile_fit_the_binary() {
         let env = service["environment"].as_object().unwrap();
         for key in env.keys() {
             assert!(
-                help.contains(&format!("env: {key}=")),
+                // (`env: NAME]` for a secret, whose value help does not show)
+                help.contains(&format!("env: {key}=")) || help.contains(&format!("env: {key}]")),
                 "{replica} sets {key}, which `lockwarden serve` does not read"
             );
         }
@@ -570,15 +579,14 @@ fn docker_compose_and_dockerfile_fit_the_binary() {
             .iter()
             .any(|p| p.as_str().unwrap().ends_with(&format!(":{port}")));
         assert!(published, "{replica} publishes its listen port {port}");
-        let admin = env["LOCKWARDEN_ADMIN_TOKEN"].as_str().unwrap();
-        assert!(
-            matches!(
-                interpolation(admin),
-                Some(("LOCKWARDEN_ADMIN_TOKEN", ":?", _, ""))
-            ),
-            "{replica} must refuse to start without an admin token \
-             (${{LOCKWARDEN_ADMIN_TOKEN:?…}}), not fall back to one: {admin}"
-        );
+        for secret in SECRETS {
+            let value = env[secret].as_str().unwrap_or_default();
+            assert!(
+                matches!(interpolation(value), Some((name, ":?", _, "")) if name == secret),
+                "{replica} must refuse to start without {secret} \
+                 (${{{secret}:?…}}), not fall back to a value: {value:?}"
+            );
+        }
         for published in service["ports"].as_array().unwrap() {
             let published = published.as_str().expect("ports in the short syntax");
             let bind =
@@ -590,9 +598,11 @@ fn docker_compose_and_dockerfile_fit_the_binary() {
             );
         }
     }
-    for (at, _) in text.match_indices("${LOCKWARDEN_ADMIN_TOKEN") {
-        let (_, operator, _, _) = interpolation(&text[at..]).unwrap();
-        assert_eq!(operator, ":?", "no default admin token: {}", &text[at..]);
+    for secret in SECRETS {
+        for (at, _) in text.match_indices(&format!("${{{secret}")) {
+            let (_, operator, _, _) = interpolation(&text[at..]).unwrap();
+            assert_eq!(operator, ":?", "no default for {secret}: {}", &text[at..]);
+        }
     }
     let dockerfile =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
