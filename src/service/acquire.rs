@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::{info, warn, Instrument};
 
 use super::events::AcquireAudit;
-use super::leaving::UndoGrant;
+use super::reconcile::UndoGrant;
 use super::replies::{Flight, OutcomeReceiver};
 use super::waiting::Cancelled;
 use super::AcquireOutcome;

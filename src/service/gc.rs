@@ -115,6 +115,13 @@ impl Collector {
         }
     }
 
+    /// How long after it was sent a write of this instance may still land: the collector's
+    /// delay, which `ServeArgs::check` makes longer than that (the argument above). The
+    /// reconciler looks for such writes as long.
+    pub fn landing_window(&self) -> Duration {
+        self.delay
+    }
+
     /// Deletes `name` later, if it is free then.
     pub fn schedule(&self, name: &LockName) {
         let due = Instant::now() + self.delay;

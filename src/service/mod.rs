@@ -34,11 +34,11 @@ mod local;
 mod outcome;
 pub mod queue_view;
 mod reading;
+mod reconcile;
 mod release;
 mod replies;
 mod round;
 mod seams;
-mod unsettled;
 mod waiting;
 
 use crate::metrics::Metrics;
@@ -153,10 +153,8 @@ pub struct LockService {
     /// See `joining::await_release_here`.
     head_grace: Duration,
     collector: gc::Collector,
+    reconciler: reconcile::Reconciler,
     max_clock_skew_ms: u64,
-    /// How long after it was sent a write lands, if ever: the collector's delay, which
-    /// `ServeArgs::check` makes longer than that (see `gc`).
-    landing_window: Duration,
     max_waiters_per_lock: usize,
     /// One permit per call that waits in a queue on this instance.
     waiting_calls: Arc<tokio::sync::Semaphore>,
@@ -260,10 +258,19 @@ impl LockService {
             store_timeout,
             sweep_every: timing.gc_sweep_every,
         };
+        let collector = gc::Collector::start(store.clone(), gc_timing);
+        let local: Arc<local::LocalWaiters> = Arc::default();
+        let reconciler = reconcile::Reconciler::start(
+            store.clone(),
+            local.clone(),
+            collector.clone(),
+            store_timeout,
+            seams.planted.skip_repair,
+        );
         LockService {
-            collector: gc::Collector::start(store.clone(), gc_timing),
+            collector,
+            reconciler,
             max_clock_skew_ms: timing.max_clock_skew_ms,
-            landing_window: timing.gc_delay,
             max_waiters_per_lock: timing.max_waiters_per_lock,
             waiting_calls: Arc::new(tokio::sync::Semaphore::new(timing.max_waiting_calls)),
             max_waiting_calls: timing.max_waiting_calls,
@@ -284,7 +291,7 @@ impl LockService {
             // Cached versions are only used while they are younger than one request timeout,
             // which `ServeArgs::check` counts in the collector's delay.
             cache: cache::RecordCache::new(store_timeout),
-            local: Arc::default(),
+            local,
             joins: group_commit::JoinBatches::new(timing.join_window),
             head_grace: timing.head_grace,
             audit: Arc::new(crate::audit::AuditLog::Tracing),

@@ -4,7 +4,7 @@
 //! write; a waiter on this instance is told in-process, also when that write's answer was
 //! lost and a later round finds it landed: the waiter's watch may be on the session the write
 //! was lost on, which may not come back. A release that ends before it knows (its caller
-//! left mid-write, an error, or no rounds left) leaves that to `unsettled`.
+//! left mid-write, an error, or no rounds left) leaves that to the reconciler (`reconcile`).
 //!
 //! Keeps (DESIGN.md, "Invariants") I4 (`renew`, `let_go`: refusals on the latest copy), I6
 //! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`tell_riders`) and I12
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::events::{affected_by, EventKind};
 use super::group_commit::{Carried, Rider};
 use super::reading::Source;
-use super::unsettled::{tell_handed, UnsettledHandOff};
+use super::reconcile::{tell_handed, UnsettledHandOff};
 use super::{
     refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
@@ -174,7 +174,7 @@ impl LockService {
         let mut ending: Option<LockRecord> = None;
         // The waiters this call's hand-offs went to (one may land late, see `ending`), and,
         // armed while a hand-off's outcome is unknown, what tells a waiter here if the call
-        // ends before it knows (see `unsettled`).
+        // ends before it knows (see `reconcile`).
         let mut unsettled = UnsettledHandOff::new(self, name);
         for _ in 0..MAX_ROUNDS {
             let deadline = self.round_deadline(began);
@@ -396,8 +396,8 @@ impl LockService {
         for (rider, entry) in riders.into_iter().zip(entries) {
             let ticket = rider.ticket.clone();
             match rider.tell(entry) {
-                Err(Carried::Joined(orphan)) => self.sweep_later(name, Some(&orphan), &ticket),
-                Err(Carried::Unknown) => self.sweep_later(name, None, &ticket),
+                Err(Carried::Joined(orphan)) => self.reconciler.sweep(name, Some(&orphan), &ticket),
+                Err(Carried::Unknown) => self.reconciler.sweep(name, None, &ticket),
                 _ => {}
             }
         }

@@ -70,7 +70,7 @@ impl LockService {
                     self.store.entry_outlives_outage(),
                     waited_out,
                 ) {
-                    self.sweep_later(name, Some(me), ticket);
+                    self.reconciler.sweep(name, Some(me), ticket);
                     return Step::Done(Box::new(Err(error)));
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -26,6 +26,9 @@ pub struct Planted {
     pub no_skew_margin: bool,
     /// A write whose answer was lost is taken as landed, without reading it back.
     pub guess_landed: bool,
+    /// The reconciler drops every job: no grant nobody learnt of is undone, no stray queue
+    /// entry swept, no waiter told of a late hand-off.
+    pub skip_repair: bool,
 }
 
 /// Where the service reads the wall clock it judges leases by: the system's, or a

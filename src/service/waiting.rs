@@ -106,7 +106,7 @@ impl LockService {
         let (me, carried) = match self.join(name, &ticket, basis).await {
             Ok(joined) => joined,
             Err(error) => {
-                self.sweep_later(name, None, &ticket);
+                self.reconciler.sweep(name, None, &ticket);
                 return Err(error);
             }
         };

@@ -123,6 +123,13 @@ fn planted_bugs_are_caught() {
                 ..Planted::default()
             },
         ),
+        (
+            "skip_repair",
+            Planted {
+                skip_repair: true,
+                ..Planted::default()
+            },
+        ),
     ];
     for (bug, planted) in bugs {
         let setup = Setup {
