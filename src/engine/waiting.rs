@@ -8,7 +8,7 @@
 use super::{
     announce_waiter, handed_to, holder_with_lease, live_requestor, may_preempt, queued_after, Clock,
 };
-use crate::model::{LeaseId, UnixMillis};
+use crate::model::UnixMillis;
 use crate::record::{Forced, Holder, LockRecord, Requestor};
 use crate::waiter::{Ticket, Waiter, Watch};
 
@@ -73,16 +73,24 @@ pub fn over_waiters_cap(queue: &[Waiter], me: &Waiter, priority: u32, cap: usize
 pub enum AfterLeaving {
     /// The lock reached it just before: release it, so that it goes on.
     PassOn,
+    /// The lock reached it just before, and the call has a `request_id`: the grant is kept
+    /// for the call's retry, which may come through any instance (and may have come
+    /// already), until its lease runs out, as any grant made for a `request_id` is (I9,
+    /// I11's exception).
+    KeepForRetry,
     /// It is the requestor: write `record`, the same without its requestor slot.
     Withdraw(Box<LockRecord>),
     /// Nothing of it is left in the record.
     Nothing,
 }
 
-/// See [`AfterLeaving`]. `me` is the waiter's id, `lease` its ticket's lease.
-pub fn after_leaving(record: &LockRecord, me: &str, lease: &LeaseId) -> AfterLeaving {
-    if holder_with_lease(record, lease).is_some() {
-        return AfterLeaving::PassOn;
+/// See [`AfterLeaving`]. `me` is the waiter's id, `ticket` what it joined with.
+pub fn after_leaving(record: &LockRecord, me: &str, ticket: &Ticket) -> AfterLeaving {
+    if holder_with_lease(record, &ticket.lease_id).is_some() {
+        return match ticket.request_id {
+            Some(_) => AfterLeaving::KeepForRetry,
+            None => AfterLeaving::PassOn,
+        };
     }
     if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me) {
         return AfterLeaving::Nothing;

@@ -290,7 +290,24 @@ fn an_sre_override_is_never_turned_away_by_the_waiters_cap() {
 fn a_waiter_that_left_passes_on_a_lock_that_reached_it() {
     let (record, lease) = granted("w", NOW);
     let me = waiter("w", 0, 1);
-    assert_eq!(after_leaving(&record, &me.id, &lease), AfterLeaving::PassOn);
+    let mut mine = ticket("w", 0, Some(1_000), false);
+    mine.lease_id = lease;
+    assert_eq!(after_leaving(&record, &me.id, &mine), AfterLeaving::PassOn);
+}
+
+/// A retry of the call may come through another instance and be told it holds the lock: the
+/// call's own leaving must not pass that grant on.
+#[test]
+fn a_waiter_with_a_request_id_that_left_keeps_a_lock_that_reached_it_for_its_retry() {
+    let (record, lease) = granted("w", NOW);
+    let me = waiter("w", 0, 1);
+    let mut mine = ticket("w", 0, Some(1_000), false);
+    mine.lease_id = lease;
+    mine.request_id = Some("r1".into());
+    assert_eq!(
+        after_leaving(&record, &me.id, &mine),
+        AfterLeaving::KeepForRetry
+    );
 }
 
 #[test]
@@ -299,8 +316,8 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
     let other = waiter("o", 5, 2);
     let mut record = with_requestor(held(30_000), &me, 5, NOW.plus(30_000));
     record.queued = Some(5);
-    let lease = LeaseId::random();
-    let AfterLeaving::Withdraw(cleared) = after_leaving(&record, &me.id, &lease) else {
+    let mine = ticket("w", 5, Some(1_000), false);
+    let AfterLeaving::Withdraw(cleared) = after_leaving(&record, &me.id, &mine) else {
         panic!("the requestor slot is withdrawn");
     };
     assert_eq!(cleared.requestor, None);
@@ -308,11 +325,11 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
     assert_eq!(cleared.queued, Some(5), "others may still wait");
     // Another waiter's slot, or none, is not this waiter's to touch.
     assert_eq!(
-        after_leaving(&record, &other.id, &lease),
+        after_leaving(&record, &other.id, &mine),
         AfterLeaving::Nothing
     );
     assert_eq!(
-        after_leaving(&held(0), &me.id, &lease),
+        after_leaving(&held(0), &me.id, &mine),
         AfterLeaving::Nothing
     );
 }

@@ -85,8 +85,8 @@ impl LockService {
                 Err(_) => return self.reconciler.sweep(name, Some(me), ticket),
             };
             let record = stored.record;
-            let cleared = match engine::after_leaving(&record, &me.id, &ticket.lease_id) {
-                AfterLeaving::Nothing => return,
+            let cleared = match engine::after_leaving(&record, &me.id, ticket) {
+                AfterLeaving::Nothing | AfterLeaving::KeepForRetry => return,
                 AfterLeaving::PassOn => {
                     info!(lock = %name, "a waiter left just as the lock reached it; passing it on");
                     if self.release(name, &ticket.lease_id).await.is_err() {
