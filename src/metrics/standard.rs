@@ -58,7 +58,7 @@ mod linux {
         resident_memory: IntGauge,
         threads: IntGauge,
         ticks_per_second: f64,
-        page_size: i64,
+        page_size: f64,
     }
 
     /// The fields of `/proc/self/stat` used here, counted from the one after the command
@@ -114,7 +114,7 @@ mod linux {
                 ),
                 threads: gauge("process_threads", "Number of OS threads in the process."),
                 ticks_per_second: if ticks > 0 { ticks as f64 } else { 100.0 },
-                page_size: if page > 0 { page as i64 } else { 4096 },
+                page_size: if page > 0 { page as f64 } else { 4096.0 },
             };
             let start = register(
                 r,
@@ -157,13 +157,13 @@ mod linux {
                         self.cpu.inc_by(more);
                     }
                 }
-                let set = |gauge: &IntGauge, value: Option<f64>, scale: i64| {
+                let set = |gauge: &IntGauge, value: Option<f64>, scale: f64| {
                     if let Some(value) = value {
-                        gauge.set(value as i64 * scale);
+                        gauge.set((value * scale) as i64);
                     }
                 };
-                set(&self.threads, number(NUM_THREADS), 1);
-                set(&self.virtual_memory, number(VSIZE), 1);
+                set(&self.threads, number(NUM_THREADS), 1.0);
+                set(&self.virtual_memory, number(VSIZE), 1.0);
                 set(&self.resident_memory, number(RSS), self.page_size);
             }
             if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {

@@ -22,10 +22,10 @@ const MARK: &str = "zz-metric-probe";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// One sample: its family-qualified name and its labels.
-type Series = (String, Vec<(String, String)>);
+pub(crate) type Series = (String, Vec<(String, String)>);
 
 /// The samples of a classic text exposition.
-fn samples(text: &str) -> Vec<(Series, f64)> {
+pub(crate) fn samples(text: &str) -> Vec<(Series, f64)> {
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .map(|line| {
