@@ -44,7 +44,7 @@ impl Closing {
 /// How long shutdown waits for requests in progress before it drops their connections.
 /// With the second `main` gives background tasks after it, an instance exits within 10 s
 /// of SIGTERM.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(9);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(9);
 
 /// The connection limits.
 #[derive(Clone, Copy, Debug)]

@@ -14,6 +14,8 @@
 //! series from the start ([`labels::Labeled`]), so recording is an index and an atomic add.
 //! No label ever carries a lock name, an owner or a concrete path, so the number of series
 //! is fixed by the code (see docs/api.md, "Metrics", for every family and label value).
+//! Beside them, [`standard`] adds what Prometheus expects of any exporter: build info and
+//! the `process_*` families.
 
 use std::time::Duration;
 
@@ -29,6 +31,7 @@ use crate::record::{Expiry, Holder};
 
 pub mod labels;
 pub mod openmetrics;
+mod standard;
 pub mod zookeeper;
 
 pub use openmetrics::Format;
@@ -131,6 +134,7 @@ pub struct Metrics {
     pub webhook_queue: IntGauge,
     pub event_streams: IntGauge,
     zookeeper: zookeeper::Families,
+    standard: standard::Standard,
 }
 
 /// Registers `family`; the names are fixed in the code, so a failure is a bug.
@@ -273,6 +277,7 @@ impl Metrics {
                 "Event streams (Server-Sent Events) open on this instance.",
             ),
             zookeeper: zookeeper::Families::register(r),
+            standard: standard::Standard::register(r),
             registry,
         }
     }
@@ -322,6 +327,7 @@ impl Metrics {
 
     /// Every family, in the format asked for.
     pub fn render(&self, format: Format) -> String {
+        self.standard.update();
         let families = self.registry.gather();
         match format {
             Format::Classic => {

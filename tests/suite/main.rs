@@ -19,6 +19,7 @@ mod cli;
 mod contract;
 mod contradicting_copy;
 mod cut_read;
+mod deploy;
 mod event_expiry;
 mod events;
 mod fault_harness;

@@ -2,7 +2,8 @@
 //! expiry takeover, a preemption, an admin force release, an open event stream): the
 //! families say what happened, no label carries a lock name, and `promtool check metrics`
 //! (Debian's `prometheus` package, which `scripts/install-test-deps` installs) accepts the
-//! text. Without promtool these tests fail rather than skip.
+//! text, build info and the `process_*` families included. Without promtool these tests
+//! fail rather than skip.
 
 use crate::common;
 
@@ -21,10 +22,10 @@ const MARK: &str = "zz-metric-probe";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// One sample: its family-qualified name and its labels.
-type Series = (String, Vec<(String, String)>);
+pub(crate) type Series = (String, Vec<(String, String)>);
 
 /// The samples of a classic text exposition.
-fn samples(text: &str) -> Vec<(Series, f64)> {
+pub(crate) fn samples(text: &str) -> Vec<(Series, f64)> {
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .map(|line| {
@@ -343,6 +344,19 @@ async fn a_scraper_that_prefers_openmetrics_gets_it() {
         "{text}"
     );
     assert!(text.contains("\nlockwarden_grants_total 1\n"), "{text}");
+    let build_info = format!(
+        "\nlockwarden_build_info{{version=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&build_info), "{text}");
+    if cfg!(target_os = "linux") {
+        assert!(
+            text.contains("# TYPE process_cpu_seconds counter\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
+        assert!(text.contains("\nprocess_start_time_seconds "), "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,6 +366,12 @@ async fn the_in_memory_store_shows_no_zookeeper_series_and_passes_promtool() {
     let text = svc.metrics().await;
     assert_eq!(value(&text, "lockwarden_grants_total", &[]), 1.0, "{text}");
     assert!(!text.contains("zookeeper"), "{text}");
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    assert_eq!(value(&text, "lockwarden_build_info", &version), 1.0);
+    if cfg!(target_os = "linux") {
+        assert!(value(&text, "process_open_fds", &[]) > 0.0, "{text}");
+        assert!(value(&text, "process_resident_memory_bytes", &[]) > 0.0);
+    }
     assert_promtool_accepts(&text).await;
 }
 
