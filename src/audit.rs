@@ -31,21 +31,39 @@ pub struct Actor {
     pub credential: Option<String>,
     /// The `x-request-id` of the call, to find its log lines.
     pub request_id: Option<String>,
+    /// The token's `name` in the token file (`--token-file`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl Actor {
     pub fn new(role: &'static str, token: Option<&str>, request_id: Option<String>) -> Self {
+        let digest: Option<[u8; 32]> = token.map(|t| Sha256::digest(t.as_bytes()).into());
+        Actor::of_digest(role, digest.as_ref(), None, request_id)
+    }
+
+    /// The actor whose token has the SHA-256 `digest` and, in the token file, `name`.
+    pub fn of_digest(
+        role: &'static str,
+        digest: Option<&[u8; 32]>,
+        name: Option<String>,
+        request_id: Option<String>,
+    ) -> Self {
         Actor {
             role,
-            credential: token.map(credential_id),
+            credential: digest.map(credential_of),
             request_id,
+            token: name,
         }
     }
 }
 
 /// How the trail names a token: a short prefix of its digest.
 pub fn credential_id(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
+    credential_of(&Sha256::digest(token.as_bytes()).into())
+}
+
+fn credential_of(digest: &[u8; 32]) -> String {
     let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }

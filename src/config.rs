@@ -80,6 +80,15 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub api_tokens: Vec<String>,
+    /// A TOML file of API tokens, read at start and again on SIGHUP (a bad file then is
+    /// logged and the tokens before it kept). Each `[[token]]` has `secret = "..."` or
+    /// `sha256 = "..."` (the token's SHA-256 in hex), and optionally `name = "..."` (the audit
+    /// trail's actor.token), `prefixes = ["jobs/", ...]` (the names it may use, in whole name
+    /// parts: jobs/ covers jobs and jobs/x, not jobs2) and `max_priority = N`; a call beyond
+    /// them gets 403 forbidden. With it, every /v1 call needs a token; --api-token tokens stay
+    /// valid, unlimited. The admin token cannot be in it.
+    #[arg(long, env = "LOCKWARDEN_TOKEN_FILE", value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
     /// The admin token: needed for priority 2147483647 and force release.
     #[arg(long, env = "LOCKWARDEN_ADMIN_TOKEN")]
     pub admin_token: Option<String>,

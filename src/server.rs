@@ -23,6 +23,11 @@ use crate::webhook::{sign::Secret, Webhooks};
 
 /// Builds the application. Must run inside a tokio runtime (the ZooKeeper session starts).
 pub fn app(args: &ServeArgs) -> Result<Router, String> {
+    build(args).map(|(router, _)| router)
+}
+
+/// The application, and its credentials (which a reload of the token file changes).
+fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     args.check()?;
     let sealer = Sealer::new(args.record_secret.as_deref());
     // Each instance has its own metrics (tests run several in one process).
@@ -60,10 +65,14 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
     };
     let audit = AuditLog::open(args.audit_log.as_deref())?;
     let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));
-    Ok(api::router(AppState {
+    let mut auth = Auth::new(&args.api_tokens, args.admin_token.as_deref())
+        .with_metrics_token(args.metrics_token.as_deref());
+    if let Some(path) = &args.token_file {
+        auth = auth.with_token_file(path)?;
+    }
+    let router = api::router(AppState {
         service,
-        auth: Auth::new(&args.api_tokens, args.admin_token.as_deref())
-            .with_metrics_token(args.metrics_token.as_deref()),
+        auth: auth.clone(),
         limits: Limits {
             max_lease_ms: args.max_lease_ms,
             max_waiting_ms: args.max_waiting_ms,
@@ -74,16 +83,33 @@ pub fn app(args: &ServeArgs) -> Result<Router, String> {
         },
         sealer,
         event_heartbeat: Duration::from_millis(args.event_heartbeat_ms),
-    }))
+    });
+    Ok((router, auth))
 }
 
-/// Serves on `listener` until `shutdown` completes.
+/// Serves on `listener` until `shutdown` completes. Reads no signal: a token file is read
+/// once (the process's `serve` also reads it again on SIGHUP).
 pub async fn serve_on(
     listener: TcpListener,
     args: ServeArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let app = app(&args)?;
+    run(listener, args, shutdown, false).await
+}
+
+async fn run(
+    listener: TcpListener,
+    args: ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    reload_on_hangup: bool,
+) -> Result<(), String> {
+    let (app, auth) = build(&args)?;
+    if let Some((path, count)) = auth.token_file() {
+        info!(path = %path.display(), tokens = count, "token file loaded");
+        if reload_on_hangup {
+            reload_tokens_on_hangup(auth)?;
+        }
+    }
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
     info!(%addr, %store, "lockwarden listening");
@@ -108,5 +134,41 @@ pub async fn serve(
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    serve_on(listener, args, shutdown).await
+    run(listener, args, shutdown, true).await
+}
+
+/// Reads the token file again on each SIGHUP: a good file replaces the tokens, a bad one is
+/// logged and the tokens before it stay.
+fn reload_tokens_on_hangup(auth: Auth) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = signal(SignalKind::hangup())
+            .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                let reading = auth.clone();
+                let reloaded = tokio::task::spawn_blocking(move || reading.reload())
+                    .await
+                    .ok()
+                    .flatten();
+                let Some((path, count)) = auth.token_file() else {
+                    return;
+                };
+                match reloaded {
+                    Some(Ok(_)) => {
+                        info!(path = %path.display(), tokens = count, "token file reloaded")
+                    }
+                    Some(Err(error)) => tracing::error!(
+                        tokens = count,
+                        "{error}; the token file was not reloaded, its tokens before stay"
+                    ),
+                    None => {}
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = auth;
+    Ok(())
 }

@@ -15,8 +15,8 @@ pub const TARGET: &str = "lockwarden::startup";
 pub enum Opening {
     /// `--listen` on an address that is not loopback: plain HTTP reaches the network.
     PlainHttp(SocketAddr),
-    /// No `--api-token` while the listen address is not loopback or the locks live in
-    /// ZooKeeper: every `/v1` call is served without a token.
+    /// No `--api-token` nor `--token-file` while the listen address is not loopback or the
+    /// locks live in ZooKeeper: every `/v1` call is served without a token.
     NoApiToken,
     /// `--zk` without `--zk-auth`: znodes get ZooKeeper's open ACL.
     OpenZnodes,
@@ -33,7 +33,8 @@ pub fn openings(args: &ServeArgs) -> Vec<Opening> {
     if beyond_this_host {
         found.push(Opening::PlainHttp(args.listen));
     }
-    if args.api_tokens.is_empty() && (beyond_this_host || on_zookeeper) {
+    let no_token = args.api_tokens.is_empty() && args.token_file.is_none();
+    if no_token && (beyond_this_host || on_zookeeper) {
         found.push(Opening::NoApiToken);
     }
     if on_zookeeper && args.zk_auth.is_none() {
@@ -66,9 +67,9 @@ impl fmt::Display for Opening {
                  TLS-terminating proxy and --listen on 127.0.0.1"
             ),
             Opening::NoApiToken => f.write_str(
-                "no --api-token: every /v1 call is served without a token, so anyone who can \
+                "no --api-token nor --token-file: every /v1 call is served without a token, so anyone who can \
                  reach the service can take, renew and release any lock; set --api-token \
-                 (LOCKWARDEN_API_TOKEN)",
+                 (LOCKWARDEN_API_TOKEN) or --token-file (LOCKWARDEN_TOKEN_FILE)",
             ),
             Opening::OpenZnodes => f.write_str(
                 "no --zk-auth: znodes are created with ZooKeeper's open ACL (world:anyone), so \

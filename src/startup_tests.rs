@@ -60,6 +60,10 @@ fn no_api_token_warns_on_zookeeper_or_beyond_loopback() {
     assert!(!no_token(&serve(&[])), "in memory on loopback");
     assert!(!no_token(&with(&[&ZK, &TOKEN])));
     assert!(!no_token(&with(&[&["--listen", "0.0.0.0:8080"], &TOKEN])));
+    assert!(!no_token(&with(&[
+        &ZK,
+        &["--token-file", "/etc/tokens.toml"]
+    ])));
     assert!(
         !no_token(&serve(&["--admin-token", "adm1n"])),
         "an admin token alone opens nothing more on loopback in memory"

@@ -24,13 +24,15 @@ use prometheus::IntGauge;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::auth::Caller;
 use super::dto::LockInfo;
 use super::error::ApiError;
-use super::extract::{LockPath, QueryParams};
-use super::handlers::Caller;
+use super::extract::QueryParams;
+use super::scoped::Named;
 use super::AppState;
 use crate::http_server::Closing;
 use crate::model::MAX_NAME_BYTES;
+use crate::scope::Prefixes;
 use crate::service::feed::{EventId, Interest, Opening, StreamEvent, Subscription};
 use crate::service::ServiceError;
 
@@ -41,17 +43,18 @@ pub struct EventsQuery {
 
 pub async fn lock_events(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
     closing: Option<Extension<Closing>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    open(&app, Interest::Lock(name), &headers, closing).await
+    open(&app, Interest::Lock(name), None, &headers, closing).await
 }
 
+/// A scoped caller's stream shows only the names in its scope; when one of its prefixes
+/// alone reaches the requested prefix, the hub follows that narrower prefix.
 pub async fn prefix_events(
     State(app): State<AppState>,
-    _: Caller,
+    caller: Caller,
     QueryParams(query): QueryParams<EventsQuery>,
     closing: Option<Extension<Closing>>,
     headers: HeaderMap,
@@ -62,7 +65,12 @@ pub async fn prefix_events(
             "prefix is longer than {MAX_NAME_BYTES} bytes"
         )));
     }
-    open(&app, Interest::Prefix(prefix), &headers, closing).await
+    let within = caller.may_list(&prefix)?;
+    let followed = match &within {
+        Some(within) => within.narrow(&prefix).to_owned(),
+        None => prefix,
+    };
+    open(&app, Interest::Prefix(followed), within, &headers, closing).await
 }
 
 /// A `Last-Event-ID` that is not one of ours is ignored: the stream starts afresh.
@@ -73,12 +81,15 @@ fn last_seen(headers: &HeaderMap) -> Option<EventId> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Opens a stream on `interest`; with `within`, only events on the names it covers are sent.
 async fn open(
     app: &AppState,
     interest: Interest,
+    within: Option<Arc<Prefixes>>,
     headers: &HeaderMap,
     closing: Option<Extension<Closing>>,
 ) -> Result<Response, ApiError> {
+    let shown = move |name: &str| within.as_ref().is_none_or(|w| w.covers(name));
     let Subscription { opening, live } = app
         .service
         .feed
@@ -91,7 +102,11 @@ async fn open(
             locks,
             truncated,
         } => {
-            let infos: Vec<LockInfo> = locks.iter().map(|l| LockInfo::of(l, None)).collect();
+            let infos: Vec<LockInfo> = locks
+                .iter()
+                .filter(|l| shown(l.name.as_str()))
+                .map(|l| LockInfo::of(l, None))
+                .collect();
             let data = match interest {
                 Interest::Lock(_) => json!({"type": "snapshot", "lock": infos.first()}),
                 Interest::Prefix(_) => {
@@ -103,14 +118,19 @@ async fn open(
                 .id(id.to_string())
                 .data(data.to_string())]
         }
-        Opening::Replay(events) => events.iter().map(sse_event).collect(),
+        Opening::Replay(events) => events
+            .iter()
+            .filter(|e| shown(e.lock.name.as_str()))
+            .map(sse_event)
+            .collect(),
     };
     // The stream owns `live`: when the client goes, the stream is dropped, and with it the
     // hub's count of open streams, and the one `/metrics` shows.
     let open = OpenStream::count(&app.service.metrics.event_streams);
     let following = stream::unfold((live, open), |(mut live, open)| async move {
         live.next().await.map(|event| (event, (live, open)))
-    });
+    })
+    .filter(move |event| std::future::ready(shown(event.lock.name.as_str())));
     // Outside the server (a router driven directly) nothing closes it.
     let closed = match closing {
         Some(Extension(closing)) => closing.wait().boxed(),

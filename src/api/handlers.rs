@@ -4,24 +4,23 @@
 //! `request_id`'s lease id is derived from it) and I16 (what a caller presents is sealed as soon as
 //! it is parsed); see DESIGN.md, "Invariants".
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{Extension, State};
 use axum::http::header::{ACCEPT, CONTENT_TYPE, VARY};
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Redirect};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::auth::{require_admin, Role};
+use super::auth::{require_admin, Caller};
 use super::dto::{
     AcquireBody, Acquired, ForceReleased, GetQuery, ListParams, LockInfo, ReleaseBody, Released,
     RenewBody, Renewed, ValidateQuery,
 };
 use super::error::{ApiError, ErrorCode};
-use super::extract::{JsonBody, LockPath, QueryParams};
+use super::extract::{JsonBody, QueryParams};
 use super::request_id::RequestId;
+use super::scoped::Named;
 use super::AppState;
-use crate::audit::Actor;
 use crate::metrics::Format;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
 use crate::service::{Refusal, ServiceError};
@@ -32,30 +31,6 @@ pub const MAX_PAGE: usize = 1000;
 
 type Reply<T = Value> = Result<Json<T>, ApiError>;
 
-/// The authenticated caller of a `/v1` route.
-pub struct Caller;
-
-/// The caller, as the audit trail names it (see `crate::audit::Actor`).
-pub struct Who(pub Role, pub Actor);
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
-        app.auth.caller(&parts.headers).map(|_| Caller)
-    }
-}
-
-impl FromRequestParts<AppState> for Who {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
-        let role = app.auth.caller(&parts.headers)?;
-        let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone());
-        Ok(Who(role, app.auth.actor(role, &parts.headers, request_id)))
-    }
-}
-
 /// The seal of the lease a caller presents: past this layer, leases are known by their
 /// seals only (see `crate::seal`).
 fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
@@ -65,15 +40,16 @@ fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
 
 pub async fn acquire(
     State(app): State<AppState>,
-    Who(role, actor): Who,
-    LockPath(name): LockPath,
+    Named { caller, name }: Named,
+    request_id: Option<Extension<RequestId>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Reply<Acquired> {
     let mut request = body.validate(app.limits)?;
-    request.actor = actor;
     if request.priority == Priority::OVERRIDE {
-        require_admin(role, "priority 2147483647 (the SRE override)")?;
+        require_admin(caller.role, "priority 2147483647 (the SRE override)")?;
     }
+    caller.may_acquire_at(request.priority)?;
+    request.actor = caller.actor(request_id.map(|Extension(id)| id.0));
     if let Some(url) = &request.notify_url {
         if !app.webhooks.enabled {
             return Err(ApiError::invalid(
@@ -124,8 +100,7 @@ pub async fn acquire(
 
 pub async fn renew(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Reply<Renewed> {
     let lease_id = sealed_lease(&app, &body.lease_id)?;
@@ -146,8 +121,7 @@ pub async fn renew(
 
 pub async fn release(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Reply<Released> {
     let lease_id = sealed_lease(&app, &body.lease_id)?;
@@ -160,10 +134,11 @@ pub async fn release(
 
 pub async fn force_release(
     State(app): State<AppState>,
-    Who(role, actor): Who,
-    LockPath(name): LockPath,
+    Named { caller, name }: Named,
+    request_id: Option<Extension<RequestId>>,
 ) -> Reply<ForceReleased> {
-    require_admin(role, "force release")?;
+    require_admin(caller.role, "force release")?;
+    let actor = caller.actor(request_id.map(|Extension(id)| id.0));
     let (lock, already_free) = app.service.force_release(&name, &actor).await?;
     Ok(Json(ForceReleased {
         released: true,
@@ -174,8 +149,7 @@ pub async fn force_release(
 
 pub async fn get_lock(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
     QueryParams(query): QueryParams<GetQuery>,
 ) -> Reply {
     // Whether the caller owns the lock is answered on the latest copy, as a renew is.
@@ -185,8 +159,7 @@ pub async fn get_lock(
 
 pub async fn validate(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
     QueryParams(query): QueryParams<ValidateQuery>,
 ) -> Reply {
     let token = query
@@ -205,7 +178,7 @@ pub async fn validate(
 
 pub async fn list(
     State(app): State<AppState>,
-    _: Caller,
+    caller: Caller,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Reply {
     let prefix = params.prefix.unwrap_or_default();
@@ -214,6 +187,7 @@ pub async fn list(
             "prefix is longer than {MAX_NAME_BYTES} bytes"
         )));
     }
+    let within = caller.may_list(&prefix)?;
     let limit = match params.limit.as_deref() {
         None => DEFAULT_PAGE,
         Some(raw) => query_uint(raw)
@@ -242,6 +216,7 @@ pub async fn list(
         after,
         limit,
         free: false,
+        within,
     };
     let (locks, more) = app.service.list(&query).await?;
     let next_cursor = more

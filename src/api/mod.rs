@@ -17,6 +17,8 @@ pub mod json_int;
 mod metered;
 mod queue;
 pub mod request_id;
+pub mod scoped;
+pub mod token_file;
 pub mod ui;
 
 pub use handlers::OPENAPI;

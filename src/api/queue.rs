@@ -11,8 +11,7 @@ use serde::Serialize;
 
 use super::dto::{rfc3339, LockInfo};
 use super::error::ApiError;
-use super::extract::LockPath;
-use super::handlers::Caller;
+use super::scoped::Named;
 use super::AppState;
 use crate::model::UnixMillis;
 use crate::service::queue_view::QueuedCaller;
@@ -75,8 +74,7 @@ impl QueueEntry {
 
 pub async fn lock_queue(
     State(app): State<AppState>,
-    _: Caller,
-    LockPath(name): LockPath,
+    Named { name, .. }: Named,
 ) -> Result<Json<LockQueue>, ApiError> {
     let view = app.service.queue_view(&name).await?;
     let now = view.lock.read_at;

@@ -238,6 +238,7 @@ async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Resu
             after: after.clone(),
             limit: SWEEP_PAGE,
             free: true,
+            within: None,
         };
         let deadline = Instant::now() + timing.store_timeout * 10;
         let page = store.list(&query, deadline).await.map_err(|error| {

@@ -128,6 +128,8 @@ pub struct ListQuery {
     /// List free records (nobody holds, asks or waits) instead of held or expired ones: what
     /// the collector may delete.
     pub free: bool,
+    /// Only names these prefixes cover (a scoped token's listing); `None`: every name.
+    pub within: Option<std::sync::Arc<crate::scope::Prefixes>>,
 }
 
 /// Held or expired locks in name order, and whether more may follow.
@@ -315,4 +317,8 @@ pub(crate) fn listed(query: &ListQuery, name: &LockName, record: &LockRecord) ->
     wanted
         && name.as_str().starts_with(&query.prefix)
         && query.after.as_ref().is_none_or(|after| name > after)
+        && query
+            .within
+            .as_ref()
+            .is_none_or(|w| w.covers(name.as_str()))
 }

@@ -53,6 +53,14 @@ impl Process {
         Process { base, child }
     }
 
+    /// Sends `signal` (`libc::SIGHUP`, say) to the process.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: a plain signal to our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, signal);
+        }
+    }
+
     /// Kills the process at once, as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -37,10 +37,18 @@ impl Drop for SseStream {
 
 impl SseStream {
     pub async fn open(url: &str, last_event_id: Option<&str>) -> SseStream {
+        Self::open_as(url, last_event_id, None).await
+    }
+
+    /// Opens the stream with `token` as its bearer token.
+    pub async fn open_as(url: &str, last_event_id: Option<&str>, token: Option<&str>) -> SseStream {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let mut request = client.get(url).header("accept", "text/event-stream");
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
         }
         let response = request.send().await.expect("the stream opens");
         let status = response.status();

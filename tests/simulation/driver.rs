@@ -206,6 +206,7 @@ async fn leftovers(world: &World, locks: &[LockName]) -> Vec<String> {
         after: None,
         limit: 1000,
         free: true,
+        within: None,
     };
     for (name, _) in store.list(&query, deadline).await.unwrap().locks {
         let stored = store.read(&name, Fresh::Any, deadline).await.unwrap();
@@ -289,8 +290,7 @@ async fn perform(
 ) -> Outcome {
     let actor = Actor {
         role: "api",
-        credential: None,
-        request_id: None,
+        ..Actor::default()
     };
     match call {
         Call::Acquire {

@@ -13,7 +13,7 @@ use lockwarden::api::{dto::ACQUIRE_FIELDS, error::ErrorCode, ROUTES};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-fn spec() -> Value {
+pub(crate) fn spec() -> Value {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
     serde_yaml::from_str(&text).expect("openapi.yaml is valid YAML")
@@ -140,7 +140,13 @@ fn check(spec: &Value, schema: &Value, value: &Value, at: &str) {
 }
 
 /// Checks a live response against the schema the spec declares for that operation and status.
-fn check_response(spec: &Value, method: &str, path: &str, status: StatusCode, body: &Value) {
+pub(crate) fn check_response(
+    spec: &Value,
+    method: &str,
+    path: &str,
+    status: StatusCode,
+    body: &Value,
+) {
     let operation = &spec["paths"][path][method];
     assert!(operation.is_object(), "no {method} {path} in the spec");
     let response = resolve(spec, &operation["responses"][status.as_str()]);

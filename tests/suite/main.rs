@@ -44,6 +44,7 @@ mod queue_view;
 mod queue_wakeups;
 mod release_here;
 mod rider_first_round;
+mod scopes;
 mod secrets;
 mod shared_multi;
 mod slow_server;

@@ -207,6 +207,7 @@ impl State {
                 after: after.take(),
                 limit: 1000,
                 free: false,
+                within: None,
             };
             self.reads.inc();
             let page = self.store.list(&query, self.deadline()).await?;

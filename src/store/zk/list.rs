@@ -24,6 +24,10 @@ type Walk<'a> = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'a>>;
 fn wanted(query: &ListQuery, name: &LockName) -> bool {
     name.as_str().starts_with(&query.prefix)
         && query.after.as_ref().is_none_or(|after| name > after)
+        && query
+            .within
+            .as_ref()
+            .is_none_or(|w| w.covers(name.as_str()))
 }
 
 /// True when `name` or a lock nested under it may be wanted.
@@ -34,7 +38,11 @@ fn subtree_may_match(query: &ListQuery, name: &LockName) -> bool {
         .after
         .as_ref()
         .is_none_or(|after| name > after || after == name || after.as_str().starts_with(&nested));
-    prefix_ok && cursor_ok
+    let scope_ok = query
+        .within
+        .as_ref()
+        .is_none_or(|w| w.may_cover_below(name.as_str()));
+    prefix_ok && cursor_ok && scope_ok
 }
 
 pub(super) fn walk<'a>(
@@ -133,6 +141,7 @@ mod tests {
             after: after.map(|a| LockName::parse(a).unwrap()),
             limit: 10,
             free: false,
+            within: None,
         }
     }
 
@@ -152,6 +161,21 @@ mod tests {
             &name("pay")
         ));
         assert!(!subtree_may_match(&query("ab", None), &name("a")));
+    }
+
+    #[test]
+    fn subtrees_are_skipped_by_scope() {
+        let prefix = crate::scope::NamePrefix::parse("team/a/").unwrap();
+        let mut within = query("", None);
+        within.within = Some(std::sync::Arc::new(
+            crate::scope::Prefixes::new(vec![prefix]).unwrap(),
+        ));
+        assert!(subtree_may_match(&within, &name("team")));
+        assert!(!wanted(&within, &name("team")));
+        assert!(subtree_may_match(&within, &name("team/a")));
+        assert!(wanted(&within, &name("team/a/x")));
+        assert!(!subtree_may_match(&within, &name("team/ab")));
+        assert!(!subtree_may_match(&within, &name("other")));
     }
 
     #[test]
