@@ -22,5 +22,6 @@ pub mod server;
 pub mod service;
 pub mod startup;
 pub mod store;
+pub mod tls;
 pub mod waiter;
 pub mod webhook;

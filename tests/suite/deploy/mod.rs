@@ -24,14 +24,10 @@ fn exits_within() -> Duration {
     DRAIN_TIMEOUT + Duration::from_secs(1)
 }
 
-/// Flags and variables the documents describe that come with TLS and scoped tokens (their
-/// names are fixed in advance), which a build may not have yet.
-const PENDING_FLAGS: [&str; 4] = ["--tls-cert", "--tls-key", "--token-file", "--ca-file"];
-const PENDING_ENV: [&str; 3] = [
-    "LOCKWARDEN_TLS_CERT",
-    "LOCKWARDEN_TLS_KEY",
-    "LOCKWARDEN_TOKEN_FILE",
-];
+/// Flags and variables the documents describe that come with scoped tokens (their names
+/// are fixed in advance), which a build may not have yet.
+const PENDING_FLAGS: [&str; 1] = ["--token-file"];
+const PENDING_ENV: [&str; 1] = ["LOCKWARDEN_TOKEN_FILE"];
 
 /// Variables that carry secrets: never a flag, always from a file or a Secret.
 const SECRET_ENV: [(&str, &str); 6] = [
