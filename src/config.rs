@@ -22,6 +22,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// (Parsed once per process: the size of its largest variant costs nothing.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the lock service.
@@ -41,6 +43,23 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "LOCKWARDEN_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Serve HTTPS with this certificate chain (a PEM file, the server's certificate first);
+    /// needs --tls-key. Without both, the service speaks plain HTTP.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_TLS_CERT",
+        value_name = "PATH",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (a PEM file: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        env = "LOCKWARDEN_TLS_KEY",
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
     /// ZooKeeper connection string (host:port,...). Without it, locks live in memory.
     #[arg(long, env = "LOCKWARDEN_ZK")]
     pub zk: Option<String>,
@@ -171,7 +190,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_MAX_CONNECTIONS", default_value_t = 4_096)]
     pub max_connections: usize,
     /// How long a client may take to send a request's headers, and its body, before the
-    /// connection is closed (headers) or answered `408 request_timeout` (body).
+    /// connection is closed (headers) or answered `408 request_timeout` (body). Over TLS,
+    /// the handshake must finish within it too.
     #[arg(
         long,
         env = "LOCKWARDEN_REQUEST_READ_TIMEOUT_MS",

@@ -72,3 +72,27 @@ fn request_threads_default_to_one_less_than_the_cpus_and_zero_is_refused() {
         _ => panic!("--worker-threads 3 parses"),
     }
 }
+
+#[test]
+fn tls_takes_a_certificate_and_a_key_or_neither() {
+    let parse = |flags: &[&str]| {
+        let argv = ["lockwarden", "serve"].iter().chain(flags).copied();
+        Cli::try_parse_from(argv.collect::<Vec<_>>())
+    };
+    for half in [["--tls-cert", "c.pem"], ["--tls-key", "k.pem"]] {
+        let error = parse(&half).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+    }
+    let both = parse(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]).unwrap();
+    let Command::Serve(args) = both.command else {
+        panic!("serve parses as Serve")
+    };
+    assert_eq!(
+        args.tls_cert.as_deref(),
+        Some(std::path::Path::new("c.pem"))
+    );
+    assert!(ServeArgs::defaults().tls_cert.is_none());
+}

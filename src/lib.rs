@@ -24,5 +24,6 @@ pub mod server;
 pub mod service;
 pub mod startup;
 pub mod store;
+pub mod tls;
 pub mod waiter;
 pub mod webhook;

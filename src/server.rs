@@ -19,6 +19,7 @@ use crate::service::{LockService, Timing};
 use crate::startup;
 use crate::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
 use crate::store::{memory::MemoryStore, LockStore};
+use crate::tls;
 use crate::webhook::{sign::Secret, Webhooks};
 
 /// Builds the application. Must run inside a tokio runtime (the ZooKeeper session starts).
@@ -103,6 +104,11 @@ async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     reload_on_hangup: bool,
 ) -> Result<(), String> {
+    // First the files: a bad certificate stops start-up before ZooKeeper is dialled.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
     let (app, auth) = build(&args)?;
     if let Some((path, count)) = auth.token_file() {
         info!(path = %path.display(), tokens = count, "token file loaded");
@@ -112,12 +118,13 @@ async fn run(
     }
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
-    info!(%addr, %store, "lockwarden listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    info!(%addr, %scheme, %store, "lockwarden listening");
     let limits = ConnectionLimits {
         max_connections: args.max_connections,
         read_timeout: Duration::from_millis(args.request_read_timeout_ms),
     };
-    http_server::run(listener, app, limits, shutdown).await;
+    http_server::run(listener, app, limits, tls, shutdown).await;
     Ok(())
 }
 

@@ -13,7 +13,8 @@ pub const TARGET: &str = "lockwarden::startup";
 /// One way a configuration leaves the service open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opening {
-    /// `--listen` on an address that is not loopback: plain HTTP reaches the network.
+    /// `--listen` on an address that is not loopback without `--tls-cert`: plain HTTP
+    /// reaches the network.
     PlainHttp(SocketAddr),
     /// No `--api-token` nor `--token-file` while the listen address is not loopback or the
     /// locks live in ZooKeeper: every `/v1` call is served without a token.
@@ -30,7 +31,7 @@ pub fn openings(args: &ServeArgs) -> Vec<Opening> {
     let beyond_this_host = !is_loopback(args.listen);
     let on_zookeeper = args.zk.is_some();
     let mut found = Vec::new();
-    if beyond_this_host {
+    if beyond_this_host && args.tls_cert.is_none() {
         found.push(Opening::PlainHttp(args.listen));
     }
     let no_token = args.api_tokens.is_empty() && args.token_file.is_none();
@@ -63,8 +64,9 @@ impl fmt::Display for Opening {
             Opening::PlainHttp(addr) => write!(
                 f,
                 "--listen {addr} is not a loopback address and lockwarden speaks plain HTTP: \
-                 requests, tokens included, cross the network unencrypted; put it behind a \
-                 TLS-terminating proxy and --listen on 127.0.0.1"
+                 requests, tokens included, cross the network unencrypted; serve HTTPS with \
+                 --tls-cert and --tls-key (LOCKWARDEN_TLS_CERT, LOCKWARDEN_TLS_KEY), or put \
+                 it behind a TLS-terminating proxy and --listen on 127.0.0.1"
             ),
             Opening::NoApiToken => f.write_str(
                 "no --api-token nor --token-file: every /v1 call is served without a token, so anyone who can \

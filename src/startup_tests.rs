@@ -116,6 +116,21 @@ fn a_listen_address_beyond_loopback_warns_of_plain_http() {
 }
 
 #[test]
+fn tls_closes_plain_http_beyond_loopback() {
+    let tls = ["--tls-cert", "cert.pem", "--tls-key", "key.pem"];
+    for listen in ["0.0.0.0:8080", "[::]:8080", "192.168.1.5:443"] {
+        let args = with(&[&["--listen", listen], &TOKEN, &tls]);
+        assert_eq!(openings(&args), [], "{listen}");
+    }
+    let no_token = with(&[&["--listen", "0.0.0.0:8080"], &tls]);
+    assert_eq!(
+        openings(&no_token),
+        [Opening::NoApiToken],
+        "TLS does not stand for a token"
+    );
+}
+
+#[test]
 fn each_warning_is_one_line_naming_the_flag_that_closes_it() {
     let everything = with(&[&["--listen", "0.0.0.0:8080"], &ZK]);
     let warnings = warnings(&everything);
@@ -130,4 +145,9 @@ fn each_warning_is_one_line_naming_the_flag_that_closes_it() {
         assert!(warning.contains(flag), "{warning:?} names {flag}");
     }
     assert!(warnings[0].contains("0.0.0.0:8080") && warnings[0].contains("TLS"));
+    assert!(
+        warnings[0].contains("--tls-cert and --tls-key"),
+        "{}",
+        warnings[0]
+    );
 }

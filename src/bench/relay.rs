@@ -109,7 +109,7 @@ async fn serve_with(
         max_connections: 1024,
         read_timeout: Duration::from_secs(10),
     };
-    http_server::run(listener, app, limits, shutdown).await;
+    http_server::run(listener, app, limits, None, shutdown).await;
 }
 
 fn options() -> zk::CreateOptions<'static> {

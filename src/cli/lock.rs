@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use lockwarden_client::LockGuard;
+use lockwarden_client::{Client, LockGuard};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use super::{child, default_owner, exit, exit_for, LockArgs, OnCleanup};
+use super::{child, default_owner, exit, exit_for, explain, LockArgs, OnCleanup};
 
 /// SIGINT and SIGTERM, caught from before the acquire so that neither kills us while
 /// we hold a lock we could release.
@@ -32,7 +32,7 @@ impl Signals {
     }
 }
 
-pub(super) async fn run(args: LockArgs) -> u8 {
+pub(super) async fn run(args: LockArgs, client: Client) -> u8 {
     let mut signals = match Signals::install() {
         Ok(signals) => signals,
         Err(error) => {
@@ -40,7 +40,6 @@ pub(super) async fn run(args: LockArgs) -> u8 {
             return exit::REFUSED;
         }
     };
-    let client = args.client.client();
     let request = client
         .lock(&args.name)
         .lease(args.lease)
@@ -54,7 +53,7 @@ pub(super) async fn run(args: LockArgs) -> u8 {
         result = request.acquire() => match result {
             Ok(guard) => guard,
             Err(error) => {
-                eprintln!("lockwarden: {}: {error}", args.name);
+                eprintln!("lockwarden: {}: {}", args.name, explain(&error));
                 return exit_for(&error, args.conflict_exit_code);
             }
         },

@@ -1,17 +1,21 @@
 //! The client side of the `lockwarden` binary: `lock` (run a command under a lock),
 //! `status`, `list`, `watch`, `release` and `force-release`, all built on the
 //! `lockwarden-client` crate. This module owns the flags, the exit codes and the wiring;
-//! `lock` and `child` own running a command under a lock, `show` the other commands.
+//! `lock` and `child` own running a command under a lock, `show` the other commands, `owner`
+//! the default owner.
 
 mod child;
 pub mod duration;
 mod lock;
+mod owner;
 mod show;
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use lockwarden_client::{Client, Error};
+
+pub use owner::{default_owner, user_of_uid};
 
 /// Exit codes. A command run under `lockwarden lock` passes its own status through, so
 /// the fixed codes are ones that commands rarely use (the sysexits values).
@@ -40,7 +44,8 @@ Exit codes:
   1             the lock was not acquired (held, or --wait ran out); -E picks another
   2             usage error
   65            the service refused the request (bad input, missing or wrong token)
-  69            the service could not be reached or stayed unavailable
+  69            the service could not be reached (over https: its certificate was
+                not trusted) or stayed unavailable
   75            the lock was lost or handed to a higher priority while CMD ran;
                 CMD was sent SIGTERM, then SIGKILL after the grace period
   126, 127      CMD could not be run, or was not found
@@ -69,18 +74,30 @@ pub struct ClientArgs {
     /// The bearer token (the admin token for force-release).
     #[arg(long, env = "LOCKWARDEN_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Trust the CA certificates in this PEM file, and only them, for an https:// service
+    /// (one whose certificate a private CA signed). Without it, the public CAs are trusted.
+    #[arg(long, env = "LOCKWARDEN_CA_FILE", value_name = "PATH")]
+    pub ca_file: Option<std::path::PathBuf>,
     /// How long to keep retrying while the service is unreachable or answers 503/429.
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     pub retry_for: Duration,
 }
 
 impl ClientArgs {
-    pub fn client(&self) -> Client {
-        let client = Client::new(&self.addr).retry_for(self.retry_for);
-        match &self.token {
+    /// The client these flags describe; `Err` is the exit code, once the reason is printed
+    /// (an unreadable or unusable `--ca-file`).
+    pub fn client(&self) -> Result<Client, u8> {
+        let mut client = Client::new(&self.addr).retry_for(self.retry_for);
+        if let Some(path) = &self.ca_file {
+            client = client.ca_file(path).map_err(|error| {
+                eprintln!("lockwarden: --ca-file: {error}");
+                exit::USAGE
+            })?;
+        }
+        Ok(match &self.token {
             Some(token) => client.token(token),
             None => client,
-        }
+        })
     }
 }
 
@@ -228,13 +245,30 @@ pub enum ClientCommand {
 
 /// Runs a client command; returns the exit code.
 pub async fn run(command: ClientCommand) -> u8 {
+    let client = match command.client_args().client() {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
     match command {
-        ClientCommand::Lock(args) => lock::run(args).await,
-        ClientCommand::Status(args) => show::status(args).await,
-        ClientCommand::List(args) => show::list(args).await,
-        ClientCommand::Watch(args) => show::watch(args).await,
-        ClientCommand::Release(args) => show::release(args).await,
-        ClientCommand::ForceRelease(args) => show::force_release(args).await,
+        ClientCommand::Lock(args) => lock::run(args, client).await,
+        ClientCommand::Status(args) => show::status(args, client).await,
+        ClientCommand::List(args) => show::list(args, client).await,
+        ClientCommand::Watch(args) => show::watch(args, client).await,
+        ClientCommand::Release(args) => show::release(args, client).await,
+        ClientCommand::ForceRelease(args) => show::force_release(args, client).await,
+    }
+}
+
+impl ClientCommand {
+    fn client_args(&self) -> &ClientArgs {
+        match self {
+            ClientCommand::Lock(args) => &args.client,
+            ClientCommand::Status(args) => &args.client,
+            ClientCommand::List(args) => &args.client,
+            ClientCommand::Watch(args) => &args.client,
+            ClientCommand::Release(args) => &args.client,
+            ClientCommand::ForceRelease(args) => &args.client,
+        }
     }
 }
 
@@ -243,8 +277,19 @@ pub fn exit_for(error: &Error, not_acquired: u8) -> u8 {
     match error {
         Error::NotAcquired { .. } => not_acquired,
         Error::Refused { status: 409, .. } => exit::NOT_ACQUIRED,
-        Error::Unreachable(_) | Error::Unavailable { .. } => exit::UNREACHABLE,
+        Error::Unreachable(_) | Error::Unavailable { .. } | Error::Tls(_) => exit::UNREACHABLE,
         Error::Refused { .. } | Error::InvalidArgument(_) | Error::Protocol(_) => exit::REFUSED,
+    }
+}
+
+/// A failed call, as the user reads it: with what to do when TLS failed.
+pub fn explain(error: &Error) -> String {
+    match error {
+        Error::Tls(_) => format!(
+            "{error} (a service whose certificate a private CA signed needs that CA's \
+             certificate in --ca-file or LOCKWARDEN_CA_FILE)"
+        ),
+        _ => error.to_string(),
     }
 }
 
@@ -262,70 +307,6 @@ fn service_url(text: &str) -> Result<String, String> {
         return Err(format!("{FORM}, without a query or fragment"));
     }
     Ok(text.to_owned())
-}
-
-/// `user@host:pid`, the default owner. The user is `$USER` (else `$LOGNAME`), else the
-/// name the system's user database gives the process's uid, else the uid itself.
-pub fn default_owner() -> String {
-    let user = ["USER", "LOGNAME"]
-        .into_iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-        .unwrap_or_else(user_of_uid);
-    format!("{user}@{}:{}", hostname(), std::process::id())
-}
-
-/// The name of the process's uid in the user database (`getpwuid_r`), or the uid in
-/// digits when it has none.
-pub fn user_of_uid() -> String {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    user_name(uid).unwrap_or_else(|| uid.to_string())
-}
-
-fn user_name(uid: libc::uid_t) -> Option<String> {
-    // SAFETY: sysconf has no preconditions; -1 (no limit or unknown) falls back below.
-    let suggested = unsafe { libc::sysconf(libc::_SC_GETPW_R_SIZE_MAX) };
-    let mut size = usize::try_from(suggested).unwrap_or(0).clamp(1024, 1 << 16);
-    loop {
-        let mut buffer = vec![0 as libc::c_char; size];
-        // SAFETY: passwd is plain data, for which all zeroes is a valid value.
-        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is valid for the call, and the buffer for its length;
-        // getpwuid_r writes the entry's strings into the buffer and nowhere else.
-        let code = unsafe {
-            libc::getpwuid_r(
-                uid,
-                &mut entry,
-                buffer.as_mut_ptr(),
-                buffer.len(),
-                &mut found,
-            )
-        };
-        if code == libc::ERANGE && size < 1 << 20 {
-            size *= 2;
-            continue;
-        }
-        if code != 0 || found.is_null() || entry.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: on success pw_name points at a NUL-terminated string in `buffer`, which
-        // is alive here.
-        let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
-        let name = name.to_string_lossy().into_owned();
-        return (!name.is_empty()).then_some(name);
-    }
-}
-
-fn hostname() -> String {
-    let mut buffer = [0u8; 256];
-    // SAFETY: the buffer is valid for its length, and gethostname writes at most that.
-    let result = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
-    if result != 0 {
-        return "localhost".into();
-    }
-    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
-    String::from_utf8_lossy(&buffer[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -3,15 +3,17 @@
 
 use std::time::Duration;
 
-use lockwarden_client::{Event, LeaseId, LockInfo};
+use lockwarden_client::{Client, Event, LeaseId, LockInfo};
 use time::macros::format_description;
 use time::{OffsetDateTime, UtcOffset};
 
 use super::duration::show;
-use super::{exit, exit_for, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs, WatchArgs};
+use super::{
+    exit, exit_for, explain, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs, WatchArgs,
+};
 
 fn fail(what: &str, error: &lockwarden_client::Error) -> u8 {
-    eprintln!("lockwarden: {what}: {error}");
+    eprintln!("lockwarden: {what}: {}", explain(error));
     exit_for(error, exit::NOT_ACQUIRED)
 }
 
@@ -25,8 +27,8 @@ fn remaining(lock: &LockInfo) -> String {
     or_dash(lock.remaining_ms.map(|ms| show(Duration::from_millis(ms))))
 }
 
-pub(super) async fn status(args: StatusArgs) -> u8 {
-    let lock = match args.client.client().status(&args.name).await {
+pub(super) async fn status(args: StatusArgs, client: Client) -> u8 {
+    let lock = match client.status(&args.name).await {
         Ok(lock) => lock,
         Err(error) => return fail(&args.name, &error),
     };
@@ -62,8 +64,7 @@ pub(super) async fn status(args: StatusArgs) -> u8 {
     0
 }
 
-pub(super) async fn list(args: ListArgs) -> u8 {
-    let client = args.client.client();
+pub(super) async fn list(args: ListArgs, client: Client) -> u8 {
     let mut locks = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -171,8 +172,7 @@ fn print(event: &Event, json: bool) {
     }
 }
 
-pub(super) async fn watch(args: WatchArgs) -> u8 {
-    let client = args.client.client();
+pub(super) async fn watch(args: WatchArgs, client: Client) -> u8 {
     let (mut watch, what) = match (&args.name, &args.prefix) {
         (Some(name), _) => (client.watch(name), name.clone()),
         (None, prefix) => {
@@ -188,9 +188,9 @@ pub(super) async fn watch(args: WatchArgs) -> u8 {
     }
 }
 
-pub(super) async fn release(args: ReleaseArgs) -> u8 {
+pub(super) async fn release(args: ReleaseArgs, client: Client) -> u8 {
     let lease_id = LeaseId::new(args.lease_id);
-    match args.client.client().release(&args.name, &lease_id).await {
+    match client.release(&args.name, &lease_id).await {
         Ok(_) => {
             println!("released {}", args.name);
             0
@@ -199,8 +199,8 @@ pub(super) async fn release(args: ReleaseArgs) -> u8 {
     }
 }
 
-pub(super) async fn force_release(args: ForceReleaseArgs) -> u8 {
-    match args.client.client().force_release(&args.name).await {
+pub(super) async fn force_release(args: ForceReleaseArgs, client: Client) -> u8 {
+    match client.force_release(&args.name).await {
         Ok(answer) if answer.already_free => {
             println!("{} was already free; nothing to release", args.name);
             0

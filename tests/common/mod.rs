@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod receiver;
 pub mod sse;
 pub mod stale_copy;
+pub mod tls;
 pub mod waiting;
 pub mod webdriver;
 pub mod zk;
@@ -138,7 +139,12 @@ pub fn http_client() -> reqwest::Client {
 impl Service {
     pub async fn start(args: ServeArgs) -> Service {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let scheme = if args.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let base = format!("{scheme}://{}", listener.local_addr().unwrap());
         let root = args.lock_root.trim_end_matches("/locks").to_owned();
         let task = tokio::spawn(async move {
             lockwarden::server::serve_on(listener, args, std::future::pending())

@@ -53,6 +53,7 @@ mod stand_in;
 mod startup;
 mod store_reads;
 mod takeover_margin;
+mod tls;
 mod ui_assets;
 mod webhook_isolation;
 mod webhooks;

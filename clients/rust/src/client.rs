@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::acquire::LockRequest;
 use crate::error::Error;
 use crate::events::Watch;
+use crate::tls::{self, transport};
 use crate::types::{ForceReleased, LeaseId, LockInfo, LockPage};
 
 /// How long a plain call (not an acquire that waits) may take before it counts as lost.
@@ -113,12 +114,11 @@ pub(crate) fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
 }
 
 impl Client {
-    /// A client for the service at `url` (`http://127.0.0.1:8080`, say).
+    /// A client for the service at `url` (`http://127.0.0.1:8080` or
+    /// `https://locks.example:8443`, say). Over https it trusts the public CAs (Mozilla's
+    /// list, built in); a private CA needs [`Client::ca_file`] or [`Client::ca_pem`].
     pub fn new(url: impl Into<String>) -> Client {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap_or_default();
+        let http = tls::http_client(None).unwrap_or_default();
         Client {
             inner: Arc::new(Inner {
                 base: url.into().trim_end_matches('/').to_owned(),
@@ -184,21 +184,21 @@ impl Client {
         }
     }
 
-    /// One call, no retries. `Err` is a transport failure (no answer); its text says why.
+    /// One call, no retries. `Err` is a failure to get an answer (`Unreachable` or `Tls`).
     pub(crate) async fn call_once(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Error> {
         let mut request = self.request(method, path).timeout(timeout);
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_string());
         }
-        let response = request.send().await.map_err(describe)?;
+        let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -206,7 +206,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = response.text().await.map_err(describe)?;
+        let text = response.text().await.map_err(transport)?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok(Answer {
             status,
@@ -249,7 +249,8 @@ impl Client {
                     let after = answer.retry_after;
                     (answer.into_error(), after)
                 }
-                Err(text) => (Error::Unreachable(text), None),
+                Err(error) if !error.is_transient() => return Err(error),
+                Err(error) => (error, None),
             };
             let pause = backoff(attempt, retry_after);
             if Instant::now() + pause >= deadline {

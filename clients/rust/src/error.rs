@@ -1,6 +1,6 @@
 //! What can go wrong in a call, sorted by what the caller should do about it: retry later
 //! (`Unavailable`, `Unreachable`), give up on this lock for now (`NotAcquired`), or fix the
-//! request (`Refused`).
+//! request (`Refused`) or the client's configuration (`Tls`, `InvalidArgument`).
 
 use crate::types::LockInfo;
 
@@ -33,6 +33,11 @@ pub enum Error {
     /// No answer (connection refused or reset, timeout) until the retry budget ran out.
     #[error("the service cannot be reached: {0}")]
     Unreachable(String),
+    /// TLS with the service failed: its certificate is not trusted (a private CA needs
+    /// [`Client::ca_file`](crate::Client::ca_file)) or not for its name, or it does not
+    /// speak TLS. Not retried, since trying again will not help.
+    #[error("no trusted TLS connection to the service: {0}")]
+    Tls(String),
     /// The caller passed something the client cannot send (a zero lease, say).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::{backoff, describe, Client};
+use crate::client::{backoff, Client};
 use crate::error::Error;
 use crate::sse::SseParser;
+use crate::tls::transport;
 use crate::types::LockInfo;
 
 /// The service sends a heartbeat every 15 s; a connection silent for much longer is dead
@@ -96,10 +97,7 @@ impl Watch {
         if let Some(id) = self.parser.last_id() {
             request = request.header("Last-Event-ID", id);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Error::Unreachable(describe(e)))?;
+        let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
         if status != 200 {
             let retry_after = response

@@ -45,6 +45,7 @@ mod events;
 mod guard;
 mod keeper;
 mod sse;
+mod tls;
 mod types;
 
 pub use acquire::LockRequest;

@@ -24,15 +24,6 @@ fn exits_within() -> Duration {
     DRAIN_TIMEOUT + Duration::from_secs(1)
 }
 
-/// Flags and variables the documents describe that come with TLS and scoped tokens (their
-/// names are fixed in advance), which a build may not have yet.
-const PENDING_FLAGS: [&str; 4] = ["--tls-cert", "--tls-key", "--token-file", "--ca-file"];
-const PENDING_ENV: [&str; 3] = [
-    "LOCKWARDEN_TLS_CERT",
-    "LOCKWARDEN_TLS_KEY",
-    "LOCKWARDEN_TOKEN_FILE",
-];
-
 /// Variables that carry secrets: never a flag, always from a file or a Secret.
 const SECRET_ENV: [(&str, &str); 6] = [
     ("LOCKWARDEN_ZK_AUTH", "--zk-auth"),
@@ -129,13 +120,11 @@ fn operations_md_names_real_flags_alerts_and_files() {
             let word = word.split('=').next().unwrap();
             if word.starts_with("--") {
                 flags += 1;
-                let known = serve.flags.contains(word)
-                    || lock.flags.contains(word)
-                    || PENDING_FLAGS.contains(&word);
+                let known = serve.flags.contains(word) || lock.flags.contains(word);
                 assert!(known, "{word} is not a flag");
             }
             if word.starts_with("LOCKWARDEN_") && !word.contains('<') {
-                let known = serve.env.contains(word) || PENDING_ENV.contains(&word);
+                let known = serve.env.contains(word);
                 assert!(known, "{word} is not read");
             }
         }
