@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import lockwarden
-from lockwarden._protocol import encode
+from lockwarden._protocol import ANSWER_MARGIN, AcquireRequest, encode
 
 
 def test_a_lock_is_held_renewed_past_its_lease_and_released(
@@ -114,3 +114,13 @@ def test_a_holder_without_a_cleanup_window_is_revoked_at_once(
     with pytest.raises(lockwarden.LockLost):
         held.release()
     boss.release()
+
+
+def test_an_acquire_may_take_its_wait_plus_the_store_timeouts_to_answer() -> None:
+    waits = AcquireRequest.build("a", wait=60.0, lease=5.0)
+    assert waits.timeout == 60.0 + ANSWER_MARGIN and ANSWER_MARGIN >= 4 * 2.0
+    assert waits.body["waiting_ms"] == 60000 and waits.body["lease_ms"] == 5000
+    assert AcquireRequest.build("a").timeout == ANSWER_MARGIN
+    assert "waiting_ms" not in AcquireRequest.build("a").body, "wait=None: don't wait"
+    assert AcquireRequest.build("a").body["cleanup_ms"] == 30000
+    assert "cleanup_ms" not in AcquireRequest.build("a", cleanup=None).body
