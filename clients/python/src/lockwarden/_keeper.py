@@ -262,8 +262,10 @@ def settle(transport: SyncTransport, request: AcquireRequest) -> None:
         answer: Answer | None = None
         try:
             # No answer within a short try means that the call waits in the queue, holding
-            # nothing; the closed connection withdraws it. A call that does not wait has
-            # an answer coming, however slow.
+            # nothing; the closed connection withdraws it. (A lock handed to it in the very
+            # instant it leaves is kept for a retry until its lease runs out: the service
+            # keeps every grant made for a request_id so. Trying again would wait again.)
+            # A call that does not wait has an answer coming, however slow.
             seconds = min(SETTLE_TRY, left) if request.waits else left
             answer = transport.once("POST", request.path, request.body, seconds)
         except httpx.TimeoutException:
