@@ -39,6 +39,7 @@ mod lost_entry;
 mod lost_grant;
 mod metrics;
 mod preemption;
+mod python_client;
 mod queue;
 mod queue_view;
 mod queue_wakeups;

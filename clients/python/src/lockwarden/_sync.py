@@ -1,0 +1,194 @@
+"""The blocking client: ``Client``, the ``Held`` lock it hands out, and ``client.lock()``'s
+context manager."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Unpack
+
+from ._errors import LockwardenError
+from ._keeper import Hold, finish_in_background, release_all, settle
+from ._protocol import SETTLE_BUDGET, AcquireRequest, Grant, LockOptions, lock_path
+from ._transport import Config, SyncTransport
+from ._watch import Watch
+
+
+class Held(Hold):
+    """A held lock, renewed in the background until ``release()``.
+
+    ``name``, ``lease_id`` and ``fencing_token`` (pass it to the resource the lock
+    protects) identify the grant. ``lost`` is set when the lease is lost, and
+    ``cleanup_requested`` when a higher priority asks this holder to clean up and let go
+    (the holder has the ``cleanup`` window it declared). ``check()`` raises ``LockLost``
+    once the lease is lost.
+
+    After ``os.fork()``, the child's copy holds nothing: it neither renews nor releases,
+    ``lost`` is set and ``check()`` raises. The parent keeps the lock.
+    """
+
+    lost: threading.Event
+    cleanup_requested: threading.Event
+
+    def __init__(self, client: Client, grant: Grant) -> None:
+        self.lost = threading.Event()
+        self.cleanup_requested = threading.Event()
+        super().__init__(client, grant, client._transport)
+
+    def _on_lost(self) -> None:
+        super()._on_lost()
+        self.lost.set()
+
+    def _on_cleanup(self) -> None:
+        self.cleanup_requested.set()
+
+    def after_fork_in_child(self) -> None:
+        lost = threading.Event()
+        lost.set()
+        self.lost = lost
+
+    def release(self) -> None:
+        """Stops renewing and releases the lock. Raises ``LockLost`` if the lease had been
+        lost before (the release then changed nothing), and ``Unavailable`` if the
+        service could not be reached for ``retry_for`` (the lease then runs out by
+        itself). Releasing again does nothing; so does a forked child. Interrupted
+        (``KeyboardInterrupt``), it finishes the release before the process exits."""
+        if not self._begin_release():
+            return
+        path, body = self._release_body()
+        try:
+            answer = self._transport.call("POST", path, body)
+        except LockwardenError:
+            raise
+        except BaseException:
+            deadline = time.monotonic() + SETTLE_BUDGET
+            finish_in_background(
+                lambda: self._transport.call("POST", path, body, deadline=deadline),
+                f"release {self.name!r}",
+            )
+            raise
+        self._end_release(answer)
+
+
+class Locking:
+    """``with client.lock(...) as held:`` acquires on entry and releases on exit, also
+    on an exception. When the block ends normally, a lock lost meanwhile raises
+    ``LockLost`` there; when it raised, its exception goes on unchanged."""
+
+    def __init__(self, client: Client, name: str, options: LockOptions) -> None:
+        self._client, self._name, self._options = client, name, options
+        self._held: Held | None = None
+
+    def __enter__(self) -> Held:
+        self._held = self._client.acquire(self._name, **self._options)
+        return self._held
+
+    def __exit__(self, *exc_info: object) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        if exc_info[0] is None:
+            held.release()
+            return
+        try:
+            held.release()
+        except LockwardenError:
+            pass  # the block's own exception matters more; a loss shows in held.lost
+
+
+class Client:
+    """A client of one lockwarden service (any of its instances behind one URL).
+
+    ``base_url`` is ``http://host:port`` or ``https://host:port``; ``token`` is sent as
+    ``Authorization: Bearer``; ``retry_for`` (seconds) is how long calls are retried while
+    the service is unreachable or answers 503 or 429 (an acquire that waits gets its wait
+    on top); ``ca_file`` is a PEM file of the certificate authorities to trust for
+    ``https://`` (default: the system's).
+
+    A client is safe to share between threads, and may be used in a forked child, where it
+    opens connections of its own. ``close()`` (or leaving ``with client:``) releases the
+    locks still held through it; so does the interpreter's exit.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        retry_for: float = 10.0,
+        ca_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._transport = SyncTransport(Config.of(base_url, token, retry_for, ca_file))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Releases the locks still held through this client and closes its connections."""
+        release_all(self)
+        self._transport.close()
+
+    def lock(self, name: str, **options: Unpack[LockOptions]) -> Locking:
+        """A context manager that holds the lock ``name`` (see ``acquire``) while its block
+        runs, and releases it on exit, also on an exception."""
+        return Locking(self, name, options)
+
+    def acquire(self, name: str, **options: Unpack[LockOptions]) -> Held:
+        """Takes the lock ``name`` (a ``/`` in it is sent as ``%2F``) and renews it every
+        third of ``lease`` until ``held.release()``.
+
+        The keywords (see ``LockOptions``), all optional: ``lease=30.0`` (seconds),
+        ``wait=None`` (seconds to wait in the lock's queue; None: don't wait),
+        ``priority=0``, ``cleanup=30.0`` (the window this holder asks for when a higher
+        priority wants the lock; None: none, so a higher priority takes it at once),
+        ``forceful=False`` (take the lock from a lower holder once its window has passed),
+        ``message=""`` and ``owner=None`` (``user@host:pid``).
+
+        The call carries a fresh ``request_id`` and is sent again with it after a 503, a
+        429, a connection error or a timeout, for up to ``retry_for`` (plus ``wait``): a
+        retry gets the same grant, never a second lease. Interrupted after it was sent
+        (``KeyboardInterrupt``), it sends the ``request_id`` again and releases what it
+        got before the interrupt goes on (for up to 5 s; a second interrupt leaves that to
+        a thread that the interpreter waits for at exit).
+
+        Raises ``LockHeld`` (held, or the wait ran out), ``Refused`` (``.code``:
+        ``cleanup_timeout``, ``superseded``, ``lease_ended``, ``name_conflict``, ...),
+        ``Forbidden`` or ``Unavailable``.
+        """
+        request = AcquireRequest.build(name, **options)
+        deadline = time.monotonic() + (request.wait or 0.0) + self._transport.config.retry_for
+        held: Held | None = None
+        try:
+            answer = self._transport.call(
+                "POST", request.path, request.body, seconds=request.timeout, deadline=deadline
+            )
+            held = Held(self, Grant.of(request, answer))
+            held._start()
+            return held
+        except LockwardenError:
+            raise
+        except BaseException:
+            if held is not None:
+                held._begin_release()
+            finish_in_background(
+                lambda: settle(self._transport, request), f"settle the acquire of {name!r}"
+            )
+            raise
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The lock ``name`` as the service shows it (state, holder, fencing token, time
+        left, requestor, waiters); a lock nobody holds shows as free."""
+        body: dict[str, Any] = self._transport.call("GET", lock_path(name)).ok()
+        return body
+
+    def validate(self, name: str, fencing_token: int) -> bool:
+        """Whether ``fencing_token`` belongs to the live holder of the lock ``name``."""
+        path = lock_path(name, "validate") + f"?fencing_token={int(fencing_token)}"
+        return bool(self._transport.call("GET", path).ok().get("current"))
+
+    def watch(self, name: str) -> Watch:
+        """The events of the lock ``name``, as they happen (see ``Watch``)."""
+        return Watch(self._transport, lock_path(name, "events"))
