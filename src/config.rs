@@ -68,7 +68,12 @@ pub struct ServeArgs {
     /// (world:anyone): anyone who can reach ZooKeeper can read every lock and change or
     /// delete any of them. ACLs are not inherited, so znodes created before this flag was
     /// set keep their open ACL. Every instance needs the same credentials.
-    #[arg(long, env = "LOCKWARDEN_ZK_AUTH", value_name = "digest:USER:PASSWORD")]
+    #[arg(
+        long,
+        env = "LOCKWARDEN_ZK_AUTH",
+        value_name = "digest:USER:PASSWORD",
+        hide_env_values = true
+    )]
     pub zk_auth: Option<crate::store::zk::access::DigestAuth>,
     /// The secret under which lease and request ids are sealed (HMAC-SHA-256) before they
     /// are stored, so that reading ZooKeeper does not let anyone act as a holder. Every
@@ -96,7 +101,8 @@ pub struct ServeArgs {
     #[arg(
         long = "api-token",
         env = "LOCKWARDEN_API_TOKEN",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     pub api_tokens: Vec<String>,
     /// A TOML file of API tokens, read at start and again on SIGHUP (a bad file then is
@@ -109,18 +115,18 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_TOKEN_FILE", value_name = "PATH")]
     pub token_file: Option<std::path::PathBuf>,
     /// The admin token: needed for priority 2147483647 and force release.
-    #[arg(long, env = "LOCKWARDEN_ADMIN_TOKEN")]
+    #[arg(long, env = "LOCKWARDEN_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
     /// A token that /metrics then needs as `Authorization: Bearer <token>`; without it,
     /// /metrics is open.
-    #[arg(long, env = "LOCKWARDEN_METRICS_TOKEN")]
+    #[arg(long, env = "LOCKWARDEN_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
     /// Append the audit trail (admin actions and preemption takeovers, one JSON object per
     /// line) to this file; without it, the trail goes to stderr (target lockwarden::audit).
     #[arg(long, env = "LOCKWARDEN_AUDIT_LOG")]
     pub audit_log: Option<std::path::PathBuf>,
     /// The secret that signs webhooks, as `whsec_<base64>`.
-    #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET")]
+    #[arg(long, env = "LOCKWARDEN_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: Option<String>,
     /// Allow webhook targets on loopback, private, link-local and other addresses that are not
     /// globally reachable.

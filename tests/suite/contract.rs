@@ -487,6 +487,29 @@ fn serve_help() -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `serve --help` shows the value of a variable it reads, except a secret's.
+#[test]
+fn serve_help_never_shows_a_secret_from_the_environment() {
+    let secrets = [
+        ("LOCKWARDEN_ADMIN_TOKEN", "admin-s3cret"),
+        ("LOCKWARDEN_API_TOKEN", "api-s3cret"),
+        ("LOCKWARDEN_METRICS_TOKEN", "metrics-s3cret"),
+        ("LOCKWARDEN_RECORD_SECRET", "record-s3cret"),
+        ("LOCKWARDEN_WEBHOOK_SECRET", "whsec_d2ViaG9vay1zM2NyZXQ="),
+        ("LOCKWARDEN_ZK_AUTH", "digest:user:zk-s3cret"),
+    ];
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockwarden"))
+        .args(["serve", "--help"])
+        .envs(secrets)
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for (name, value) in secrets {
+        assert!(help.contains(&format!("env: {name}")), "{name} is listed");
+        assert!(!help.contains(value), "serve --help shows {name}'s value");
+    }
+}
+
 /// The compose interpolation `${NAME<op>ARG}` at the start of `text`: its name, operator
 /// (`:-` or `-` for a default, `:?` or `?` for a required variable, `""` for none), argument,
 /// and the text after it.
