@@ -1,13 +1,16 @@
 //! The Python client (clients/python) against a real service on ZooKeeper: runs its pytest
 //! tests with the test venv's Python (`scripts/install-test-deps` installs httpx, pytest and
-//! the client's build backend there), handing them the instance's URL and tokens.
+//! the client's build backend there), handing them the instance's URL and tokens, and the
+//! URL and CA of a second instance that serves HTTPS (`--tls-cert`).
 //! `$LOCKWARDEN_TEST_VENV` names another venv.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::common::tls::TestCa;
 use crate::common::Service;
+use lockwarden::config::ServeArgs;
 
 const TOKEN: &str = "python-api-token";
 const ADMIN: &str = "python-admin-token";
@@ -33,6 +36,12 @@ async fn the_python_clients_tests_pass_against_a_service_on_zookeeper() {
         args.admin_token = Some(ADMIN.into());
     })
     .await;
+    // The same tokens over HTTPS, with a CA made here (for `ca_file`).
+    let ca = TestCa::new();
+    let mut tls_args = ServeArgs::defaults();
+    tls_args.api_tokens = vec![TOKEN.into()];
+    tls_args.admin_token = Some(ADMIN.into());
+    let tls = ca.service(tls_args).await;
     let run = tokio::process::Command::new(python())
         .args([
             "-m",
@@ -46,6 +55,8 @@ async fn the_python_clients_tests_pass_against_a_service_on_zookeeper() {
         .env("LOCKWARDEN_TEST_URL", &svc.base)
         .env("LOCKWARDEN_TEST_TOKEN", TOKEN)
         .env("LOCKWARDEN_TEST_ADMIN_TOKEN", ADMIN)
+        .env("LOCKWARDEN_TEST_TLS_URL", &tls.base)
+        .env("LOCKWARDEN_TEST_TLS_CA", &ca.ca_file)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NO_PROXY", "127.0.0.1,localhost")
         .stdin(Stdio::null())

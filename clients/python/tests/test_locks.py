@@ -124,3 +124,23 @@ def test_an_acquire_may_take_its_wait_plus_the_store_timeouts_to_answer() -> Non
     assert "waiting_ms" not in AcquireRequest.build("a").body, "wait=None: don't wait"
     assert AcquireRequest.build("a").body["cleanup_ms"] == 30000
     assert "cleanup_ms" not in AcquireRequest.build("a", cleanup=None).body
+
+
+def test_a_grant_after_a_wait_longer_than_its_lease_is_held(
+    client: lockwarden.Client, name: str
+) -> None:
+    """The bound counted from when the acquire was sent is past on arrival: the first
+    renewal, sent at once, confirms the grant instead of the lock counting as lost."""
+    first = client.acquire(name, lease=5.0)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(lambda: client.acquire(name, lease=0.6, wait=5.0))
+        time.sleep(1.0)  # longer than the waiter's lease
+        first.release()
+        held = waiting.result(timeout=10)
+    try:
+        time.sleep(0.3)
+        held.check()
+        assert not held.lost.is_set()
+        assert client.validate(name, held.fencing_token)
+    finally:
+        held.release()

@@ -125,7 +125,7 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Releases the locks still held through this client and closes its connections."""
-        for hold in [h for h in Hold.live if h.owner is self]:
+        for hold in [h for h in list(Hold.live) if h.owner is self]:
             if isinstance(hold, AsyncHeld):
                 try:
                     await hold.release()

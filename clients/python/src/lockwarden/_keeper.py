@@ -43,6 +43,10 @@ class Keeper:
         #: When the lease runs out at the earliest, by this process's monotonic clock:
         #: counted from when the last successful renewal (or the grant) was *sent*.
         self.valid_until = grant.valid_until
+        #: The grant came after a wait long enough that its bound (counted from when the
+        #: acquire was sent) is near or past: the first renewal, sent at once, confirms it,
+        #: and until it is answered the bound is not judged (the service judges it).
+        self._confirming = grant.valid_until - time.monotonic() < self.every
         self.lost_reason: str | None = None
         self.requestor: dict[str, Any] | None = None
         self._transport = transport
@@ -71,7 +75,11 @@ class Keeper:
 
     def expired(self) -> bool:
         """Whether the lease is lost; running out by this process's clock counts."""
-        if self.lost_reason is None and time.monotonic() >= self.valid_until:
+        if (
+            self.lost_reason is None
+            and not self._confirming
+            and time.monotonic() >= self.valid_until
+        ):
             self.lose(RAN_OUT)
         return self.lost_reason is not None
 
@@ -93,8 +101,12 @@ class Keeper:
                 self._on_cleanup()
 
     def _renew(self) -> None:
-        # A grant after a long wait leaves a loose bound: the first renewal tightens it.
-        next_at = max(time.monotonic(), self.grant.sent_at + self.every)
+        # A grant after a long wait leaves a loose bound: the first renewal, at once when
+        # the bound is near, tightens it.
+        if self._confirming:
+            next_at = time.monotonic()
+        else:
+            next_at = max(time.monotonic(), self.grant.sent_at + self.every)
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             renewed = self._renew_once()
             if renewed is None:
@@ -111,7 +123,8 @@ class Keeper:
             sent_at = time.monotonic()
             # A try that hangs (its instance lost its ZooKeeper server, say) is given up
             # and sent again rather than allowed to eat the rest of the lease.
-            seconds = min(self.valid_until - sent_at, self.every, RENEW_CALL_TIMEOUT)
+            left = self.every if self._confirming else self.valid_until - sent_at
+            seconds = min(left, self.every, RENEW_CALL_TIMEOUT)
             answer: Answer | None = None
             try:
                 answer = self._transport.once("POST", path, body, seconds)
@@ -121,8 +134,14 @@ class Keeper:
                 return None
             if answer is not None and answer.status == 200:
                 self._renewed(answer, sent_at)
+                self._confirming = False
                 return None if self.lost_reason else sent_at
-            if answer is not None and not answer.transient:
+            if self._confirming:
+                # Not confirmed: the bound counts from here on, as it would have.
+                self._confirming = False
+                self.valid_until = max(self.valid_until, self.grant.valid_until)
+            # A 5xx is the service's trouble, not a refusal: tried again while the lease lasts.
+            if answer is not None and not answer.transient and answer.status < 500:
                 code = error_for(answer.status, answer.body).code
                 self.lose(f"a renewal was refused ({code})")
                 return None
