@@ -112,9 +112,10 @@ async fn run(
     let (app, auth) = build(&args)?;
     if let Some((path, count)) = auth.token_file() {
         info!(path = %path.display(), tokens = count, "token file loaded");
-        if reload_on_hangup {
-            reload_tokens_on_hangup(auth)?;
-        }
+    }
+    // Always, so that a SIGHUP (a `systemctl reload`, say) never ends the process.
+    if reload_on_hangup {
+        reload_tokens_on_hangup(auth)?;
     }
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let store = args.zk.as_deref().unwrap_or("embedded in-memory store");
@@ -145,7 +146,8 @@ pub async fn serve(
 }
 
 /// Reads the token file again on each SIGHUP: a good file replaces the tokens, a bad one is
-/// logged and the tokens before it stay.
+/// logged and the tokens before it stay. Without a token file, a SIGHUP is logged and
+/// ignored.
 fn reload_tokens_on_hangup(auth: Auth) -> Result<(), String> {
     #[cfg(unix)]
     {
@@ -160,7 +162,8 @@ fn reload_tokens_on_hangup(auth: Auth) -> Result<(), String> {
                     .ok()
                     .flatten();
                 let Some((path, count)) = auth.token_file() else {
-                    return;
+                    info!("SIGHUP: no --token-file to read again");
+                    continue;
                 };
                 match reloaded {
                     Some(Ok(_)) => {

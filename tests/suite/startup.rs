@@ -58,3 +58,35 @@ async fn a_closed_configuration_logs_no_startup_warning() {
     .await;
     assert_eq!(startup_warnings(&log), [] as [&str; 0], "the log: {log}");
 }
+
+/// A SIGHUP (as `systemctl reload` sends) without a token file is logged and ignored: it
+/// does not end the service as the signal's default action would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_without_a_token_file_leaves_the_service_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lockwarden.log");
+    let flags = zk_flags(zk::shared(), &unique_root(), &[]);
+    let instance = Instance::start(InstanceOptions::new(&flags).log(&log)).await;
+    let pid = instance.pid().expect("running") as libc::pid_t;
+    // SAFETY: a plain signal to our own child, which has not been reaped.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    common::eventually(
+        std::time::Duration::from_secs(10),
+        "the SIGHUP is logged",
+        || {
+            let log = log.clone();
+            async move {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .contains("no --token-file to read again")
+            }
+        },
+    )
+    .await;
+    let (status, _) = instance.get("/healthz").await;
+    assert_eq!(
+        status,
+        reqwest::StatusCode::OK,
+        "still serving after SIGHUP"
+    );
+}

@@ -21,7 +21,7 @@
 //!   test a landed write's answer passes too, until it has ended its call or the landing
 //!   window has passed (I10).
 //!
-//! Every job is tried at once, then again after a pause that doubles from 100 ms to 2 s. The
+//! Every job is tried at once, then again after a pause that doubles from 50 ms to 1 s. The
 //! landing window is the collector's delay (`gc::Collector::landing_window`), which
 //! `ServeArgs::check` makes longer than a write can take to land. Attempts run side by side
 //! on the reconciler's one task, so a slow store delays no other job.
@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use tokio::sync::mpsc;
 
 use super::gc::Collector;
@@ -49,8 +50,8 @@ use repair::attempt;
 pub(super) use repair::tell_handed;
 
 /// The first pause between two attempts of a job, and the longest.
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
-const LONGEST_PAUSE: Duration = Duration::from_secs(2);
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 
 /// A piece of repair work (see the module doc).
 pub(super) enum Repair {
@@ -213,9 +214,10 @@ async fn run(context: Arc<Context>, mut incoming: mpsc::UnboundedReceiver<Job>) 
                 }
                 None => open = false,
             },
-            Some((job, next)) = trying.next(), if !trying.is_empty() => {
-                let (job, next): (Job, Next) = (job, next); // (types named for inference)
-                if let Next::Again = next {
+            Some(tried) = trying.next(), if !trying.is_empty() => {
+                // (A job whose attempt panicked is gone.)
+                let tried: Option<(Job, Next)> = tried; // (the type named for inference)
+                if let Some((job, Next::Again)) = tried {
                     seq += 1;
                     waiting.insert((Instant::now() + job.pause, seq), job.backed_off());
                 }
@@ -226,12 +228,24 @@ async fn run(context: Arc<Context>, mut incoming: mpsc::UnboundedReceiver<Job>) 
                         break;
                     }
                     let job = entry.remove();
-                    trying.push(attempt(context.clone(), job));
+                    trying.push(guarded(context.clone(), job));
                 }
             }
             else => return,
         }
     }
+}
+
+/// An attempt whose panic ends its job (logged), not the reconciler's task and every job
+/// queued on it.
+async fn guarded(context: Arc<Context>, job: Job) -> Option<(Job, Next)> {
+    let name = job.name.clone();
+    let attempt = std::panic::AssertUnwindSafe(attempt(context, job));
+    let done = attempt.catch_unwind().await;
+    if done.is_err() {
+        tracing::error!(lock = %name, "a repair panicked; it is dropped");
+    }
+    done.ok()
 }
 
 impl Job {
