@@ -5,29 +5,29 @@
 //! re-reading (never by guessing), a grant made for a caller who went away is undone, and a
 //! waiting caller who leaves takes its queue entry and requestor slot with it.
 //!
-//! Keeps (DESIGN.md, "Invariants") I1 (`clock` gives the rules the skew margin), I3 (`validate`
-//! after a `sync`), I4 (`get` with an owner reads the latest copy) and I8 (`round_deadline`,
-//! `settle_by`, `MAX_ROUNDS`).
+//! Keeps (DESIGN.md, "Invariants") I1 (`clock` gives the rules the skew margin) and I8
+//! (`round_deadline`, `settle_by`, `MAX_ROUNDS`); the read-only calls are in `inspect`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
 use crate::engine;
-use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
+use crate::model::{FencingToken, LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Fresh, ListQuery, LockStore, StoreError, Stored, Version};
+use crate::store::{LockStore, Stored, Version};
 use crate::waiter::Waiter;
 use reading::Read;
 
 mod acquire;
+mod answer;
 mod cache;
 pub mod events;
 pub mod feed;
 mod gc;
 mod group_commit;
+mod inspect;
 mod joining;
 mod leaving;
 mod local;
@@ -42,6 +42,7 @@ mod seams;
 mod waiting;
 
 use crate::metrics::Metrics;
+pub use answer::{AcquireOutcome, Granted, LockSnapshot, Refusal, ServiceError};
 use events::{EventKind, EventSink, LockEvent};
 pub use seams::{Planted, Seams, WallClock};
 
@@ -50,77 +51,6 @@ const ROUNDS_WITHIN: u32 = 3;
 
 /// How many times one call re-reads after losing a race before giving up.
 const MAX_ROUNDS: usize = 64;
-
-/// The most queue reads one listing has in flight at once (see `LockService::list`): enough
-/// to overlap their round trips, few enough that a page of a thousand queued locks does not
-/// put a thousand requests at once ahead of every other call on the session.
-const QUEUE_READS_AT_ONCE: usize = 32;
-
-/// A lock as read at one instant; the API renders it as LockInfo.
-#[derive(Clone, Debug)]
-pub struct LockSnapshot {
-    pub name: LockName,
-    /// The record, with a void requestor (one whose waiter has gone) removed.
-    pub record: LockRecord,
-    pub read_at: UnixMillis,
-    /// When the lock may be taken over, while its lease has ended but is within the
-    /// takeover margin (`engine::Clock::pending_takeover`).
-    pub takeover_at: Option<UnixMillis>,
-    pub waiters: u64,
-}
-
-#[derive(Clone, Debug)]
-pub struct Granted {
-    pub lease_id: LeaseId,
-    pub fencing_token: FencingToken,
-    pub lock: LockSnapshot,
-    /// This call created the grant (rather than renewing or repeating one).
-    pub fresh: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// `retry_at`: when asking again can be expected to take the lock (`engine::retry_at`).
-    LockHeld {
-        retry_at: Option<UnixMillis>,
-    },
-    NotOwner,
-    /// The name is the parent of existing nested locks.
-    NameConflict,
-    CleanupTimeout,
-    Superseded,
-    WaitTimeout,
-    /// The grant this call made has ended before its answer: a retry of a request_id whose
-    /// lease has ended since, or a waiter handed the lock and preempted (or force released)
-    /// before it heard.
-    LeaseEnded,
-    /// The lock's queue holds `--max-waiters-per-lock` callers already.
-    TooManyWaiters,
-}
-
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error("refused: {refusal:?}")]
-    Refused {
-        refusal: Refusal,
-        lock: Box<LockSnapshot>,
-    },
-    #[error("request_id was used before with a different request")]
-    RequestIdReused,
-    /// This instance has `--max-waiting-calls` calls waiting already.
-    #[error("too many waiting calls")]
-    TooManyWaiting,
-    #[error("store unavailable: {0}")]
-    StoreUnavailable(String),
-}
-
-impl From<StoreError> for ServiceError {
-    fn from(error: StoreError) -> Self {
-        ServiceError::StoreUnavailable(error.to_string())
-    }
-}
-
-pub type AcquireOutcome = Result<Granted, ServiceError>;
 
 /// What an acquire can do at once. (Boxing the outcome would cost an allocation on the hot
 /// path to save stack space in a value that lives for one call.)
@@ -365,93 +295,6 @@ impl LockService {
             cleanup_deadline,
             caused_at,
         });
-    }
-
-    /// The lock, as the server this instance's session is on has it, or, if `latest`, as
-    /// the leader has it (a read after a `sync`): a caller asking whether it owns the lock
-    /// is answered as a renew would be (see `reading`).
-    pub async fn get(&self, name: &LockName, latest: bool) -> Result<LockSnapshot, ServiceError> {
-        Ok(self.look(name, self.deadline(), latest).await?.0)
-    }
-
-    /// The lock as it is now, and its queue: what `get` and the queue view show.
-    async fn look(
-        &self,
-        name: &LockName,
-        deadline: Instant,
-        latest: bool,
-    ) -> Result<(LockSnapshot, Vec<Waiter>), ServiceError> {
-        let now = self.wall.now();
-        let (stored, queue) = if latest {
-            self.store
-                .read_with_queue(name, Fresh::Latest, deadline)
-                .await?
-        } else {
-            let stored = self.store.read(name, Fresh::Any, deadline).await?;
-            // A lock with a record may have waiters, shown too; one read of its queue.
-            let queue = match &stored {
-                Some(_) => self.store.queue(name, deadline).await?,
-                None => Vec::new(),
-            };
-            (stored, queue)
-        };
-        let record = stored.map(|s| s.record).unwrap_or_default();
-        Ok((snapshot(name, &record, &queue, self.clock(now)), queue))
-    }
-
-    pub async fn validate(
-        &self,
-        name: &LockName,
-        token: FencingToken,
-    ) -> Result<bool, ServiceError> {
-        // Not from a lagging follower: after a newer grant was acknowledged to anyone, this
-        // must not call an older token current.
-        let current = if self.planted.stale_validate {
-            self.store.read(name, Fresh::Any, self.deadline()).await?
-        } else {
-            self.store
-                .read(name, Fresh::Latest, self.deadline())
-                .await?
-        };
-        let record = current.map(|s| s.record).unwrap_or_default();
-        Ok(engine::is_current(&record, token, self.wall.now()))
-    }
-
-    /// Held or expired locks, in name order, each with its waiters and live requestor as
-    /// `get` shows them; the bool says whether more may follow. A lock's queue is read only
-    /// where its record says callers may wait (`engine::may_have_waiters`), up to
-    /// `QUEUE_READS_AT_ONCE` at a time: a listing of locks nobody waits for costs the one read
-    /// it always did.
-    pub async fn list(&self, query: &ListQuery) -> Result<(Vec<LockSnapshot>, bool), ServiceError> {
-        let deadline = self.deadline();
-        let page = self.store.list(query, deadline).await?;
-        let reads: Vec<_> = page
-            .locks
-            .iter()
-            .map(|(name, record)| async move {
-                if engine::may_have_waiters(record) {
-                    self.store.queue(name, deadline).await
-                } else {
-                    Ok(Vec::new())
-                }
-            })
-            .collect();
-        let queues: Vec<Vec<Waiter>> = futures::stream::iter(reads)
-            .buffered(QUEUE_READS_AT_ONCE)
-            .try_collect()
-            .await?;
-        let now = self.wall.now();
-        let locks = page
-            .locks
-            .iter()
-            .zip(&queues)
-            .map(|((name, record), queue)| snapshot(name, record, queue, self.clock(now)))
-            .collect();
-        Ok((locks, page.more))
-    }
-
-    pub async fn ready(&self) -> Result<(), ServiceError> {
-        Ok(self.store.ready(self.deadline()).await?)
     }
 
     /// Sets the gauges that are read off the service's state rather than kept up to date
