@@ -136,10 +136,8 @@ class Keeper:
                 self._renewed(answer, sent_at)
                 self._confirming = False
                 return None if self.lost_reason else sent_at
-            if self._confirming:
-                # Not confirmed: the bound counts from here on, as it would have.
-                self._confirming = False
-                self.valid_until = max(self.valid_until, self.grant.valid_until)
+            # Not confirmed: from here on the grant's own bound counts, as it would have.
+            self._confirming = False
             # A 5xx is the service's trouble, not a refusal: tried again while the lease lasts.
             if answer is not None and not answer.transient and answer.status < 500:
                 code = error_for(answer.status, answer.body).code
