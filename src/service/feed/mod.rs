@@ -249,5 +249,6 @@ struct State {
 
 mod expiry;
 mod hub;
+mod opening;
 #[cfg(test)]
 mod tests;
