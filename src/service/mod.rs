@@ -27,6 +27,7 @@ pub mod events;
 pub mod feed;
 mod gc;
 mod group_commit;
+mod immediate;
 mod inspect;
 mod joining;
 mod leaving;

@@ -1,0 +1,243 @@
+//! The immediate path of an acquire: rounds of (read or remembered record, the engine's
+//! decision, one conditional write) that grant a free or expired lock at once, refuse on the
+//! latest copy, or say that the call must wait (to queue, or to preempt). Most acquires find
+//! no record, or the free record this instance left, and write at once (`cache`).
+//!
+//! Keeps (DESIGN.md, "Invariants") I4 (refusals on the latest copy), I6 (the override's
+//! grant is audited) and I10 (a lost answer settled, through `outcome`).
+
+use tokio::time::Instant;
+
+use tracing::{info, warn};
+
+use super::acquire::request_audit;
+use super::{
+    refused, snapshot, token_of, Granted, Immediate, LockService, Put, Read, Refusal, ServiceError,
+    WaitBasis, MAX_ROUNDS,
+};
+use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
+use crate::model::{LeaseId, LockName, Priority};
+use crate::record::{Holder, LockRecord};
+use crate::store::{Stored, Version};
+
+impl LockService {
+    /// Acquires without waiting, or says that the call must wait in the queue.
+    pub(super) async fn acquire_now(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        new_lease: LeaseId,
+        sent_grant: &mut bool,
+    ) -> Immediate {
+        match self
+            .try_acquire_now(name, request, new_lease, sent_grant)
+            .await
+        {
+            Ok(immediate) => immediate,
+            Err(error) => Immediate::Done(Err(error)),
+        }
+    }
+
+    async fn try_acquire_now(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        new_lease: LeaseId,
+        sent_grant: &mut bool,
+    ) -> Result<Immediate, ServiceError> {
+        // Most acquires find no record, or the free record this instance left: write at once,
+        // and read only if that fails. A decision not to write is only made on a fresh read.
+        // Not while callers wait here: a lock they are about to take must not be taken past
+        // them by a caller who never queued (the record may not say yet that they wait).
+        let began = Instant::now();
+        let optimistic = request.lease_id.is_none() && !self.local.any(name);
+        // While callers of this instance wait for the lock, a caller willing to wait nearly
+        // always waits too, and the record this instance wrote last is enough to decide that
+        // much: it decides again on a fresh read once it has joined, where the lock is
+        // granted to it if it turns out free for it (the engine refuses such a caller only
+        // for a retry or a renewal, which the record as it is decides).
+        let may_wait = request.waiting_ms.is_some_and(|ms| ms > 0);
+        let waits_behind =
+            !optimistic && request.lease_id.is_none() && request.request_id.is_none() && may_wait;
+        // A caller that will not wait, on a lock this instance last wrote as held by a live
+        // lease (and no caller waits for here), is most likely refused, and a refusal is
+        // decided on the latest copy: its first round reads that, rather than write
+        // optimistically or read plainly first.
+        let likely_refused =
+            optimistic && !may_wait && self.cache.last_written_held(name, self.wall.now());
+        let mut first =
+            (!likely_refused && (optimistic || waits_behind)).then(|| self.cache.get(name));
+        // What the last write that lost its race was planned on, for the log if all do.
+        let mut lost_on = None;
+        // The next round reads after a `sync`: it is to decide a refusal (see `reading`).
+        let mut refusing = likely_refused;
+        for _ in 0..MAX_ROUNDS {
+            // Each round (a read and a conditional write) has a store timeout of its own,
+            // within a bound for the whole call (`round_deadline`).
+            let deadline = self.round_deadline(began);
+            let now = self.wall.now();
+            let to_refuse = std::mem::take(&mut refusing);
+            let Read {
+                stored,
+                record,
+                queue,
+                cached,
+                queue_remembered,
+                latest,
+            } = match first.take() {
+                Some(Some((record, version, rest))) if waits_behind => {
+                    Read::remembered(record, version, rest)
+                }
+                Some(None) if optimistic => Read {
+                    stored: None,
+                    record: LockRecord::default(),
+                    queue: Vec::new(),
+                    cached: true,
+                    queue_remembered: false,
+                    latest: false,
+                },
+                Some(Some((record, version, _)))
+                    if optimistic
+                        && record.holder.is_none()
+                        && record.requestor.is_none()
+                        && record.queued.is_none() =>
+                {
+                    let stored = Some(Stored {
+                        record: record.clone(),
+                        version,
+                    });
+                    Read {
+                        stored,
+                        record,
+                        queue: Vec::new(),
+                        cached: true,
+                        queue_remembered: false,
+                        latest: false,
+                    }
+                }
+                _ if to_refuse => self.read_latest(name, deadline).await?,
+                _ => self.read(name, deadline, now, false).await?,
+            };
+            let done = |outcome| Ok(Immediate::Done(outcome));
+            let (next, lease_id, fresh) = match engine::decide_acquire(
+                &record,
+                &queue,
+                request,
+                self.clock(now),
+                new_lease,
+            ) {
+                // What is remembered only serves to wait: anything else is decided on a read.
+                AcquireDecision::Wait if queue_remembered => {
+                    return Ok(Immediate::MustWait(WaitBasis::Remembered))
+                }
+                _ if queue_remembered => continue,
+                // A decision not to write is only made on a fresh read, and a refusal on
+                // the latest copy (see `reading`).
+                AcquireDecision::AlreadyGranted { .. } | AcquireDecision::Wait if cached => {
+                    continue
+                }
+                ref refusal if refusal.needs_latest_copy() && !latest => {
+                    refusing = true;
+                    continue;
+                }
+                AcquireDecision::AlreadyGranted { lease_id } => {
+                    // A retry is told "granted" only on a read after a sync: a lagging
+                    // follower may still show a lease that has ended.
+                    let lock = snapshot(name, &record, &queue, self.clock(now));
+                    let granted = Granted {
+                        lease_id,
+                        fencing_token: token_of(&record),
+                        lock,
+                        fresh: false,
+                    };
+                    return done(self.still_granted(name, Ok(granted)).await);
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
+                    let clock = self.clock(now);
+                    let retry_at = engine::retry_at(&record, &queue, clock);
+                    let refusal = Refusal::LockHeld { retry_at };
+                    return done(Err(refused(refusal, name, &record, &queue, clock)));
+                }
+                AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
+                    return done(Err(ServiceError::RequestIdReused))
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LeaseEnded) => {
+                    return done(Err(refused(
+                        Refusal::LeaseEnded,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    )))
+                }
+                AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
+                AcquireDecision::OwnGrantLanded { .. } if cached => continue,
+                AcquireDecision::OwnGrantLanded { lease_id } => {
+                    // An earlier round's grant, whose lost answer was read back (perhaps on
+                    // another session, not ordered after it) before it landed: the caller's.
+                    let Some(found) = stored else { continue };
+                    info!(lock = %name, "a grant read back as not landed had landed; answering it");
+                    self.grant_landed(name, request, None, &found.record, found.version);
+                    return done(Ok(Granted {
+                        lease_id,
+                        fencing_token: token_of(&found.record),
+                        lock: snapshot(name, &found.record, &queue, self.clock(now)),
+                        fresh: true,
+                    }));
+                }
+                AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
+                AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
+            };
+            *sent_grant |= fresh;
+            match self.put(name, stored.as_ref(), next, deadline).await? {
+                Put::Landed(written, version) => {
+                    self.grant_landed(name, request, record.holder.as_ref(), &written, version);
+                    // A fresh grant over a holder means its lease had run out (a live one is
+                    // never granted over without waiting): a lazy expiry.
+                    if let (true, Some(expired)) = (fresh, &record.holder) {
+                        self.metrics.taken_from(expired, false, now);
+                    }
+                    let lock = snapshot(name, &written, &queue, self.clock(now));
+                    return done(Ok(Granted {
+                        lease_id,
+                        fencing_token: token_of(&written),
+                        lock,
+                        fresh,
+                    }));
+                }
+                Put::Raced => lost_on = Some(stored.map(|s| s.version)),
+                Put::NestedLocks => {
+                    return done(Err(refused(
+                        Refusal::NameConflict,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    )))
+                }
+            }
+        }
+        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "no round's write landed (lost_on: what the last refused one was planned on)");
+        Err(ServiceError::StoreUnavailable(
+            "the lock changed too often to decide".into(),
+        ))
+    }
+
+    /// What every grant that landed is recorded by: the override's audit line (`replaced`:
+    /// the holder it took the lock from, when known), the grant count, and the record kept
+    /// as this instance's last write.
+    fn grant_landed(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        replaced: Option<&Holder>,
+        written: &LockRecord,
+        version: Version,
+    ) {
+        if request.priority == Priority::OVERRIDE {
+            request_audit(name, request).record(&self.audit, replaced, "granted");
+        }
+        self.metrics.grants.inc();
+        self.cache.remember_grant(name, written, version);
+    }
+}
