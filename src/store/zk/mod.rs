@@ -44,6 +44,7 @@ mod queue;
 mod read;
 mod session;
 mod stand_in;
+mod supervisor;
 mod write;
 
 pub use session::ZkSession;
