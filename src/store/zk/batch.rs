@@ -26,7 +26,7 @@
 //!   held back twice by others failing behind it.
 //! - *Writes stay on the session of their read* (`client_for`): a `multi` carries writes of
 //!   one session only, and goes out on that session's client. A hand-off's carried waiter
-//!   creates are staged only for the primary session (`queue.rs`), and stay on it.
+//!   creates are staged only for the primary session (`handoff.rs`), and stay on it.
 //! - *A write that waited goes out only on a session that still serves*
 //!   (`ZkSession::serves`): connected, and the one `ZkSession::client` hands out now. A
 //!   write planned on a session that has since disconnected, or been replaced by the

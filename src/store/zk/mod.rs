@@ -37,6 +37,7 @@ mod batch_plan;
 mod contradiction;
 mod create;
 mod feed;
+mod handoff;
 mod list;
 mod no_answer;
 pub(crate) mod ops;
@@ -45,6 +46,7 @@ mod read;
 mod session;
 mod stand_in;
 mod supervisor;
+mod watch;
 mod write;
 
 pub use session::ZkSession;
