@@ -15,7 +15,8 @@
 //! No label ever carries a lock name, an owner or a concrete path, so the number of series
 //! is fixed by the code (see docs/api.md, "Metrics", for every family and label value).
 //! Beside them, [`standard`] adds what Prometheus expects of any exporter: build info and
-//! the `process_*` families.
+//! the `process_*` families. How waits and holds end, and how long they took, is recorded
+//! by `holds.rs`; the ZooKeeper store's families are [`zookeeper`].
 
 use std::time::Duration;
 
@@ -26,14 +27,13 @@ use prometheus::{
 };
 use tracing::warn;
 
-use crate::model::UnixMillis;
-use crate::record::{Expiry, Holder};
-
+mod holds;
 pub mod labels;
 pub mod openmetrics;
 mod standard;
 pub mod zookeeper;
 
+pub use holds::{HoldEnd, WaitOutcome};
 pub use openmetrics::Format;
 
 use labels::{label_values, Labeled};
@@ -76,27 +76,6 @@ label_values!(
         AttemptFailed = "attempt_failed",
         GivenUp = "given_up",
         RefusedTarget = "refused_target",
-    }
-);
-
-label_values!(
-    /// How a call that waited in a queue ended.
-    WaitOutcome { Granted = "granted", Refused = "refused", Failed = "failed" }
-);
-
-label_values!(
-    /// How a hold ended, as this instance saw it end.
-    HoldEnd {
-        /// Its holder released it and nobody waited.
-        Released = "released",
-        /// Its holder released it to the next waiter, in the same write.
-        HandedOff = "handed_off",
-        /// Its lease ran out and a caller took the lock (the hold ended at the lease's end).
-        Expired = "expired",
-        /// A preemptor took it from its live holder.
-        TakenOver = "taken_over",
-        /// An admin force-released it.
-        Forced = "forced",
     }
 );
 
@@ -294,37 +273,6 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn acquire_waited(&self, outcome: WaitOutcome, took: Duration) {
-        self.acquire_waits.at(outcome).observe(took.as_secs_f64());
-    }
-
-    /// Records the end of `holder`'s hold, seen at `now`. An expired hold ended when its
-    /// lease did. Clocks of different instances may differ, so a negative span counts as 0.
-    pub fn hold_ended(&self, end: HoldEnd, holder: &Holder, now: UnixMillis) {
-        let Some(granted) = holder.acquired_at else {
-            return; // written by Helix, which does not record when
-        };
-        let ended = match (end, holder.expires) {
-            (HoldEnd::Expired, Expiry::At(at)) => at.min(now),
-            _ => now,
-        };
-        let millis = (ended.0 - granted.0).max(0);
-        self.holds.at(end).observe(millis as f64 / 1000.0);
-    }
-
-    /// A caller took the lock from `holder` at `now`: from a live holder (`live`, a
-    /// preemptor's takeover), or from one whose lease had run out (a lazy expiry).
-    pub fn taken_from(&self, holder: &Holder, live: bool, now: UnixMillis) {
-        let end = if live {
-            self.takeovers.inc();
-            HoldEnd::TakenOver
-        } else {
-            self.expirations.inc();
-            HoldEnd::Expired
-        };
-        self.hold_ended(end, holder, now);
-    }
-
     /// Every family, in the format asked for.
     pub fn render(&self, format: Format) -> String {
         self.standard.update();
@@ -343,66 +291,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_family_renders_with_help_and_counters_end_in_total() {
-        let metrics = Metrics::new();
-        metrics.grants.inc();
-        metrics.request_took(
-            "/v1/locks/{name}/acquire",
-            "post",
-            "ok",
-            Duration::from_millis(3),
-        );
-        let text = metrics.render(Format::Classic);
-        assert!(text.contains("lockwarden_grants_total 1\n"), "{text}");
-        assert!(text.contains(
-            "lockwarden_http_request_duration_seconds_bucket{method=\"post\",outcome=\"ok\",route=\"/v1/locks/{name}/acquire\",le=\"0.005\"} 1\n"
-        ), "{text}");
-        for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
-            let name = line.split(' ').nth(2).unwrap();
-            assert!(text.contains(&format!("# HELP {name} ")), "{name} has help");
-            if line.ends_with(" counter") {
-                assert!(name.ends_with("_total"), "{line}");
-            }
-        }
-        assert!(
-            !text.contains("lockwarden_zookeeper"),
-            "no ZooKeeper series without a ZooKeeper store"
-        );
-    }
-
-    #[test]
-    fn holds_are_timed_from_the_grant_and_expired_ones_end_with_their_lease() {
-        let metrics = Metrics::new();
-        let holder = Holder {
-            expires: Expiry::At(UnixMillis(12_000)),
-            acquired_at: Some(UnixMillis(10_000)),
-            ..Holder::minimal("o")
-        };
-        metrics.hold_ended(HoldEnd::Expired, &holder, UnixMillis(50_000));
-        metrics.hold_ended(HoldEnd::Released, &holder, UnixMillis(11_500));
-        metrics.hold_ended(HoldEnd::Forced, &holder, UnixMillis(9_000));
-        let sum = |end| metrics.holds.at(end).get_sample_sum();
-        assert_eq!(sum(HoldEnd::Expired), 2.0);
-        assert_eq!(sum(HoldEnd::Released), 1.5);
-        assert_eq!(
-            sum(HoldEnd::Forced),
-            0.0,
-            "a clock behind the grant's counts 0"
-        );
-        assert_eq!(metrics.holds.at(HoldEnd::Forced).get_sample_count(), 1);
-    }
-
-    #[test]
-    fn zookeeper_series_start_connecting() {
-        let metrics = Metrics::new();
-        let zk = metrics.zookeeper();
-        zk.session(zookeeper::SessionState::Connected);
-        let text = metrics.render(Format::Classic);
-        assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connected\"} 1\n"));
-        assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connecting\"} 0\n"));
-    }
-}
+mod tests;

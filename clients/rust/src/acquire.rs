@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::client::{encode, Client};
+use crate::call::encode;
+use crate::client::Client;
 use crate::error::Error;
 use crate::guard::{Grant, LockGuard};
 use crate::types::{FencingToken, LeaseId, LockInfo, RequestId};

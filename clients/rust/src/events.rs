@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::{backoff, Client};
+use crate::call::backoff;
+use crate::client::Client;
 use crate::error::Error;
 use crate::sse::SseParser;
 use crate::tls::transport;
@@ -107,7 +108,7 @@ impl Watch {
                 .map(Duration::from_secs);
             let text = response.text().await.unwrap_or_default();
             let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-            let answer = crate::client::Answer {
+            let answer = crate::call::Answer {
                 status,
                 body,
                 retry_after,

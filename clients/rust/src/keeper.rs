@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::client::{backoff, encode, Client};
+use crate::call::{backoff, encode};
+use crate::client::Client;
 use crate::events::Watch;
 use crate::guard::{CleanupRequest, LossReason};
 use crate::types::{FencingToken, LeaseId, LockInfo, LockState};

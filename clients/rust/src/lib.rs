@@ -39,6 +39,7 @@
 //! `LOCKWARDEN_TOKEN`). It needs a tokio runtime with the time driver.
 
 mod acquire;
+mod call;
 mod client;
 mod error;
 mod events;

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::client::{describe, Client};
+use crate::call::describe;
+use crate::client::Client;
 use crate::error::Error;
 
 /// How long opening a connection (TCP and the TLS handshake) may take.

@@ -10,21 +10,19 @@
 //! lost answer (`queue.rs`). A write whose answer is lost is reported as
 //! [`StoreError::OutcomeUnknown`] so the service re-reads.
 //!
-//! Keeps I8 (DESIGN.md, "Invariants"): every request has a deadline.
+//! Keeps I8 (DESIGN.md, "Invariants"): every request has a deadline (`request.rs`).
 
-use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 
 use async_trait::async_trait;
-use tracing::warn;
 use zookeeper_client as zk;
 
 use super::{
     EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite, StoreError, Stored,
     Version, WriteOutcome,
 };
-use crate::metrics::zookeeper::{StoreErrorKind, ZkMetrics, ZkOp};
+use crate::metrics::zookeeper::{ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
 use crate::store::Wake;
@@ -37,13 +35,17 @@ mod batch_plan;
 mod contradiction;
 mod create;
 mod feed;
+mod handoff;
 mod list;
 mod no_answer;
 pub(crate) mod ops;
 mod queue;
 mod read;
+mod request;
 mod session;
 mod stand_in;
+mod supervisor;
+mod watch;
 mod write;
 
 pub use session::ZkSession;
@@ -128,98 +130,6 @@ impl ZkStore {
             .primary(deadline)
             .await
             .ok_or(NoAnswer::NoSession)
-    }
-
-    /// Sends request `op` and waits for its answer until `deadline`, timing it.
-    async fn within<T, E>(
-        &self,
-        op: ZkOp,
-        deadline: Instant,
-        call: impl Future<Output = Result<T, E>>,
-    ) -> Result<Result<T, E>, NoAnswer> {
-        let late = Late::sent(op, deadline);
-        tokio::time::timeout_at(deadline, self.metrics.time(op, call))
-            .await
-            .map_err(|_| NoAnswer::TimedOut(late))
-    }
-
-    /// Maps a failed read. Session-level errors make the supervisor look at the session.
-    fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
-        self.metrics.error(error_kind(&failure));
-        match failure {
-            Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
-            Err(NoAnswer::TimedOut(late)) => {
-                late.log();
-                self.session.report_stall();
-                StoreError::Unavailable("ZooKeeper did not answer in time".into())
-            }
-            Ok(error) => {
-                self.note(&error);
-                StoreError::Unavailable(error.to_string())
-            }
-        }
-    }
-
-    /// Maps a failed write: unless nothing was sent, its outcome is unknown.
-    fn write_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
-        self.metrics.error(error_kind(&failure));
-        match failure {
-            Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
-            Err(NoAnswer::TimedOut(late)) => {
-                late.log();
-                self.session.report_stall();
-                StoreError::OutcomeUnknown("ZooKeeper did not answer in time".into())
-            }
-            Ok(error) => {
-                self.note(&error);
-                StoreError::OutcomeUnknown(error.to_string())
-            }
-        }
-    }
-
-    fn note(&self, error: &zk::Error) {
-        if matches!(
-            error,
-            zk::Error::SessionExpired
-                | zk::Error::ClientClosed
-                | zk::Error::AuthFailed
-                | zk::Error::SessionMoved
-        ) {
-            self.session.report_trouble();
-        }
-    }
-}
-
-/// How `/metrics` counts a failed call.
-fn error_kind(failure: &Result<zk::Error, NoAnswer>) -> StoreErrorKind {
-    match failure {
-        Err(NoAnswer::NoSession) => StoreErrorKind::NoSession,
-        Err(NoAnswer::TimedOut(_)) | Ok(zk::Error::Timeout) => StoreErrorKind::Timeout,
-        Ok(zk::Error::ConnectionLoss) => StoreErrorKind::ConnectionLoss,
-        Ok(zk::Error::SessionExpired | zk::Error::SessionMoved | zk::Error::ClientClosed) => {
-            StoreErrorKind::SessionLost
-        }
-        Ok(zk::Error::AuthFailed | zk::Error::NoAuth) => StoreErrorKind::Auth,
-        Ok(zk::Error::Throttled) => StoreErrorKind::Throttled,
-        Ok(_) => StoreErrorKind::Other,
-    }
-}
-
-fn stored(sealer: &Sealer, name: &LockName, data: &[u8], stat: &zk::Stat, session: i64) -> Stored {
-    let mut record = LockRecord::decode_sealing(data, sealer).unwrap_or_else(|error| {
-        warn!(lock = %name, %error, "lock znode does not hold a ZNRecord; reading it as free");
-        LockRecord::default()
-    });
-    record.resolve_token(stat.mzxid);
-    Stored {
-        record,
-        version: Version {
-            number: stat.version,
-            empty: data.is_empty(),
-            has_children: stat.num_children > 0,
-            session,
-            mzxid: stat.mzxid,
-        },
     }
 }
 

@@ -1,26 +1,20 @@
 //! Lock queues in ZooKeeper: one container per lock at `{state_root}/{name, '/' as '~'}`,
 //! holding an ephemeral sequential node per waiter (so a waiter vanishes with its
-//! instance's session), whose data is the waiter's ticket.
+//! instance's session), whose data is the waiter's ticket. This file owns the containers and
+//! the entries: reading a queue, joining it, reading a ticket, leaving, and sweeping empty
+//! containers; a hand-off's transaction is `handoff.rs`, a wait for a change `watch.rs`.
 //!
-//! A hand-off is one `multi`: write the record at the version read, and delete the
-//! waiter's node, so the lock never goes to a waiter that has left.
-//!
-//! Keeps (DESIGN.md, "Invariants") I1, I7 and I11 (`hand_off_to`), I8 (bounded joins), I9 and I10
-//! (`join_queue` finds a retry's or a lost create's node by key) and I12
-//! (`remove_childless_queue_dirs`).
+//! Keeps (DESIGN.md, "Invariants") I8 (bounded joins), I9 and I10 (`join_queue` finds a
+//! retry's or a lost create's node by key) and I12 (`remove_childless_queue_dirs`).
 
 use tokio::time::Instant;
 
 use zookeeper_client as zk;
 
-use super::contradiction::Basis;
-use super::ops::{written, Ops};
-use super::{NoAnswer, ZkStore};
+use super::ZkStore;
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
-use crate::record::LockRecord;
-use crate::store::{HandOff, Joined, StoreError, Version, Wake, WriteOutcome};
-use crate::waiter::Watch;
+use crate::store::StoreError;
 use crate::waiter::{sort_queue, Ticket, Waiter};
 
 impl ZkStore {
@@ -29,7 +23,7 @@ impl ZkStore {
         format!("{}/{}", self.state_root, name.as_str().replace('/', "~"))
     }
 
-    fn waiter_path(&self, name: &LockName, waiter: &Waiter) -> String {
+    pub(super) fn waiter_path(&self, name: &LockName, waiter: &Waiter) -> String {
         format!("{}/{}", self.queue_dir(name), waiter.id)
     }
 
@@ -240,139 +234,6 @@ impl ZkStore {
             Err(e) => Err(self.write_failed(Err(e))),
         }
     }
-
-    pub(super) async fn hand_off_to(
-        &self,
-        name: &LockName,
-        record: &LockRecord,
-        version: Option<Version>,
-        waiter: &Waiter,
-        joining: &[Ticket],
-        deadline: Instant,
-    ) -> Result<HandOff, StoreError> {
-        if version.is_some_and(|v| v.empty && v.has_children) {
-            return Ok(HandOff::alone(WriteOutcome::NestedLocks));
-        }
-        let path = self.path(name);
-        let data = record.encode();
-        let dir = self.queue_dir(name);
-        for _ in 0..4 {
-            let client = match version {
-                Some(v) => match self.client_for(v, deadline).await? {
-                    Some(client) => client,
-                    None => return Ok(HandOff::alone(WriteOutcome::Conflict)),
-                },
-                None => self
-                    .client(deadline)
-                    .await
-                    .map_err(|e| self.write_failed(Err(e)))?,
-            };
-            // A waiter's node lives and dies with the primary session (see `session.rs`):
-            // joining callers ride along only when this write goes out on it.
-            let carried = if self.session.is_primary(&client) {
-                joining
-            } else {
-                &[]
-            };
-            let mut ops = Ops::default();
-            // The joining callers' creates come first, so that a failing operation's index
-            // says whether it was theirs.
-            for ticket in carried {
-                let prefix = Waiter::id_prefix(ticket.priority, &ticket.key);
-                let mode = zk::CreateMode::EphemeralSequential;
-                ops.create(format!("{dir}/{prefix}"), ticket.encode(), mode);
-            }
-            match version {
-                Some(v) if !v.empty => ops.set_record(path.clone(), data.clone(), v.number),
-                Some(v) => {
-                    ops.delete(path.clone(), Some(v.number));
-                    ops.create_record(path.clone(), data.clone());
-                }
-                None => ops.create_record(path.clone(), data.clone()),
-            }
-            // The record's operations end before the handed waiter's delete.
-            let record_ops = carried.len()..ops.len();
-            ops.delete(self.waiter_path(name, waiter), None);
-            let Some(answer) = self.commit_ops(&client, ops, deadline).await? else {
-                return Ok(HandOff::alone(WriteOutcome::Conflict));
-            };
-            let failure = match answer {
-                Ok(results) => {
-                    let outcome = written(&results, client.session_id().0)?;
-                    return Ok(HandOff {
-                        outcome,
-                        joined: joined(&results, carried.len()),
-                    });
-                }
-                Err(zk::MultiWriteError::OperationFailed { index, source }) => (index, source),
-                Err(zk::MultiWriteError::RequestFailed { source }) => {
-                    return Err(self.write_failed(Ok(source)))
-                }
-            };
-            match failure {
-                // A joining caller's create failed (its queue container is gone, so the
-                // handed waiter is too): decided again, and they join on their own.
-                (index, _) if index < carried.len() => {
-                    return Ok(HandOff::alone(WriteOutcome::Conflict))
-                }
-                // Creating the record failed because its parents are missing.
-                (index, zk::Error::NoNode) if index == carried.len() && version.is_none() => {
-                    self.create_parents(name, deadline).await?
-                }
-                (_, zk::Error::NotEmpty) => return Ok(HandOff::alone(WriteOutcome::NestedLocks)),
-                (index, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists) => {
-                    if let Some(v) = version.filter(|_| record_ops.contains(&index)) {
-                        self.write_refused(name, client.session_id().0, Basis::At(v.mzxid));
-                    }
-                    return Ok(HandOff::alone(WriteOutcome::Conflict));
-                }
-                (_, other) => return Err(self.write_failed(Ok(other))),
-            }
-        }
-        Ok(HandOff::alone(WriteOutcome::Conflict))
-    }
-
-    pub(super) async fn wait_for_change(
-        &self,
-        name: &LockName,
-        watch: &Watch,
-        seen: Option<Version>,
-        until: Instant,
-    ) -> Result<Wake, StoreError> {
-        // Watches go on the primary session, which sets them again when it reconnects; a
-        // stand-in's watches would end with it (see `session.rs`). A watch on a primary that
-        // is then given up on may never fire, so a change of primary wakes the caller too.
-        let Some((client, mut replaced)) = self.session.primary_and_changes(until).await else {
-            return Err(self.read_failed(Err(NoAnswer::NoSession)));
-        };
-        let (path, woken) = match watch {
-            Watch::Record => (self.path(name), Wake::Record),
-            Watch::Predecessor(id) => (format!("{}/{id}", self.queue_dir(name)), Wake::Predecessor),
-        };
-        let watched = client.check_and_watch_stat(&path);
-        let answer = tokio::select! {
-            answer = self.within(ZkOp::Exists, until, watched) => answer,
-            _ = replaced.changed() => return Ok(woken),
-        };
-        let (stat, watcher) = match answer {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => return Err(self.read_failed(Ok(e))),
-            Err(NoAnswer::TimedOut(_)) => return Ok(Wake::Timer),
-            Err(e) => return Err(self.read_failed(Err(e))),
-        };
-        let moved = match watch {
-            Watch::Record => stat.map(|s| s.version) != seen.map(|v| v.number),
-            Watch::Predecessor(_) => stat.is_none(),
-        };
-        if moved {
-            return Ok(woken);
-        }
-        tokio::select! {
-            _ = watcher.changed() => Ok(woken),
-            _ = replaced.changed() => Ok(woken),
-            _ = tokio::time::sleep_until(until) => Ok(Wake::Timer),
-        }
-    }
 }
 
 /// A queue container's children as waiters, in service order; names that are not waiters
@@ -381,25 +242,4 @@ pub(super) fn queue_of(children: &[String]) -> Vec<Waiter> {
     let mut queue: Vec<Waiter> = children.iter().filter_map(|c| Waiter::parse(c)).collect();
     sort_queue(&mut queue);
     queue
-}
-
-/// The entries a hand-off made for its `carried` joining callers, from the results of its
-/// operations (their creates come first): `NotCarried` when it carried none.
-fn joined(results: &[zk::MultiWriteResult], carried: usize) -> Joined {
-    if carried == 0 {
-        return Joined::NotCarried;
-    }
-    let made: Option<Vec<Waiter>> = results.get(..carried).and_then(|creates| {
-        creates
-            .iter()
-            .map(|result| match result {
-                zk::MultiWriteResult::Create { path, .. } => {
-                    Waiter::parse(path.rsplit('/').next()?)
-                }
-                _ => None,
-            })
-            .collect()
-    });
-    // Made, but not in a form this code knows: each caller looks for its entry.
-    made.map_or(Joined::Unknown, Joined::Carried)
 }

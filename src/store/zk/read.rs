@@ -11,19 +11,25 @@
 //! session serves by then (the stand-in, the primary resumed, a new one), so a cut
 //! connection does not cost the caller a `503` while another session can answer.
 //!
+//! A lock's znode is read as a record whose bearer secrets are sealed and whose token is
+//! filled in from the znode's `mzxid` (`stored`).
+//!
 //! Keeps I3 (`read_after`) and I8 (`read_again_if_cut`); see DESIGN.md, "Invariants".
 
 use std::future::Future;
 use tokio::time::Instant;
 
+use tracing::warn;
 use zookeeper_client as zk;
 
 use super::contradiction::Basis;
 use super::queue::queue_of;
-use super::{stored, NoAnswer, ZkStore};
+use super::{NoAnswer, ZkStore};
 use crate::metrics::zookeeper::ZkOp;
 use crate::model::LockName;
-use crate::store::{StoreError, Stored};
+use crate::record::LockRecord;
+use crate::seal::Sealer;
+use crate::store::{StoreError, Stored, Version};
 use crate::waiter::Waiter;
 
 /// A failed read, and whether its connection failed under it.
@@ -222,5 +228,29 @@ impl ZkStore {
             _ => zk::Error::UnexpectedError("a read-only multi answered out of shape".into()),
         };
         self.read_failure(Ok(error))
+    }
+}
+
+pub(super) fn stored(
+    sealer: &Sealer,
+    name: &LockName,
+    data: &[u8],
+    stat: &zk::Stat,
+    session: i64,
+) -> Stored {
+    let mut record = LockRecord::decode_sealing(data, sealer).unwrap_or_else(|error| {
+        warn!(lock = %name, %error, "lock znode does not hold a ZNRecord; reading it as free");
+        LockRecord::default()
+    });
+    record.resolve_token(stat.mzxid);
+    Stored {
+        record,
+        version: Version {
+            number: stat.version,
+            empty: data.is_empty(),
+            has_children: stat.num_children > 0,
+            session,
+            mzxid: stat.mzxid,
+        },
     }
 }

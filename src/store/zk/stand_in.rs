@@ -1,6 +1,7 @@
 //! The stand-in session: while the primary session is disconnected, a fresh session that
 //! serves this instance's requests (never its waiter nodes). Why it keeps every guarantee is
-//! argued in `session.rs`, which owns the primary and decides when a stand-in runs.
+//! argued in `session.rs`, which owns the primary; the supervisor (`supervisor.rs`) decides
+//! when a stand-in runs.
 
 use std::sync::Arc;
 use std::time::Duration;
