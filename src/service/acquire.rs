@@ -34,7 +34,7 @@ impl LockService {
     ) -> AcquireOutcome {
         let received = Instant::now();
         if request.priority == Priority::OVERRIDE {
-            request_audit(&name, &request).record(&self.audit, None, "requested");
+            AcquireAudit::of_request(&name, &request).record(&self.audit, None, "requested");
         }
         // Whether this call has already been found to wait; then the task below goes straight
         // to the queue (it decides again there, after joining, on a fresh read).
@@ -175,18 +175,5 @@ async fn outcome_of(mut receiver: OutcomeReceiver) -> AcquireOutcome {
         Err(_) => Err(ServiceError::StoreUnavailable(
             "the acquire task ended without an outcome".into(),
         )),
-    }
-}
-
-pub(super) fn request_audit<'a>(
-    name: &'a LockName,
-    request: &'a AcquireRequest,
-) -> AcquireAudit<'a> {
-    AcquireAudit {
-        lock: name,
-        actor: &request.actor,
-        owner: request.owner.as_str(),
-        priority: request.priority.get(),
-        message: &request.message,
     }
 }

@@ -60,7 +60,29 @@ pub struct AcquireAudit<'a> {
     pub message: &'a str,
 }
 
-impl AcquireAudit<'_> {
+impl<'a> AcquireAudit<'a> {
+    /// The view of an acquire request.
+    pub fn of_request(lock: &'a LockName, request: &'a crate::engine::AcquireRequest) -> Self {
+        AcquireAudit {
+            lock,
+            actor: &request.actor,
+            owner: request.owner.as_str(),
+            priority: request.priority.get(),
+            message: &request.message,
+        }
+    }
+
+    /// The view of a waiter's ticket.
+    pub fn of_ticket(lock: &'a LockName, ticket: &'a crate::waiter::Ticket) -> Self {
+        AcquireAudit {
+            lock,
+            actor: &ticket.actor,
+            owner: &ticket.owner,
+            priority: ticket.priority,
+            message: &ticket.message,
+        }
+    }
+
     /// `sre_override` for the override priority, `preemption_takeover` otherwise.
     pub fn action(&self) -> &'static str {
         if self.priority == Priority::OVERRIDE.get() {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use tracing::{info, warn};
 
-use super::acquire::request_audit;
+use super::events::AcquireAudit;
 use super::{
     refused, snapshot, token_of, Granted, Immediate, LockService, Put, Read, Refusal, ServiceError,
     WaitBasis, MAX_ROUNDS,
@@ -235,7 +235,7 @@ impl LockService {
         version: Version,
     ) {
         if request.priority == Priority::OVERRIDE {
-            request_audit(name, request).record(&self.audit, replaced, "granted");
+            AcquireAudit::of_request(name, request).record(&self.audit, replaced, "granted");
         }
         self.metrics.grants.inc();
         self.cache.remember_grant(name, written, version);

@@ -203,7 +203,11 @@ impl LockService {
                     if let Some(old) = revoked {
                         // Taking the lock from a live holder is always on the trail, with or
                         // without the override.
-                        ticket_audit(name, ticket).record(&self.audit, Some(&old), "took_over");
+                        AcquireAudit::of_ticket(name, ticket).record(
+                            &self.audit,
+                            Some(&old),
+                            "took_over",
+                        );
                         self.emit(
                             EventKind::Revoked,
                             name,
@@ -236,7 +240,7 @@ impl LockService {
                     }
                     state.was_requestor = true;
                     if ticket.priority == Priority::OVERRIDE.get() {
-                        ticket_audit(name, ticket).record(
+                        AcquireAudit::of_ticket(name, ticket).record(
                             &self.audit,
                             written.holder.as_ref(),
                             "cleanup_requested",
@@ -334,16 +338,6 @@ impl LockService {
             lock,
             fresh: true,
         }
-    }
-}
-
-fn ticket_audit<'a>(name: &'a LockName, ticket: &'a Ticket) -> AcquireAudit<'a> {
-    AcquireAudit {
-        lock: name,
-        actor: &ticket.actor,
-        owner: &ticket.owner,
-        priority: ticket.priority,
-        message: &ticket.message,
     }
 }
 
