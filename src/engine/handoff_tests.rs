@@ -205,3 +205,25 @@ fn the_head_takes_an_expired_lock_only_after_the_clock_skew_and_wakes_for_it() {
     let late = decide_waiting(&record, queue, &me, &w.id, false, clock(expiry.plus(700)));
     assert!(matches!(late, WaitDecision::Take { .. }), "{late:?}");
 }
+
+#[test]
+fn an_entry_whose_lease_holds_the_lock_is_spent_and_never_handed_it() {
+    // A retried request_id call was granted through one entry; its first call's join landed
+    // late as a second entry with the same ticket's lease.
+    let (record, lease) = granted("h", NOW);
+    let mut late_join = ticket("h", 0, None, false);
+    late_join.lease_id = lease;
+    assert!(spent_entry(&record, &late_join));
+    // ... also once that lease has run out, or as an admin forces it out.
+    let expired = LockRecord {
+        holder: record.holder.clone().map(|h| Holder {
+            expires: Expiry::At(NOW.minus(1)),
+            ..h
+        }),
+        ..record.clone()
+    };
+    assert!(spent_entry(&expired, &late_join));
+    // Any other waiter's entry is not, nor any entry once the lock is free.
+    assert!(!spent_entry(&record, &ticket("w", 0, Some(1000), false)));
+    assert!(!spent_entry(&LockRecord::default(), &late_join));
+}

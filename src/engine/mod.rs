@@ -36,7 +36,7 @@ pub use basis::{may_have_waiters, queue_matters, remembered_queue_holds, remembe
 pub use clock::{retry_at, Clock};
 pub use mark::{announce_waiter, queued_after, queued_with};
 pub use release::{
-    decide_force_release, decide_release, decide_renew, ReleaseDecision, RenewDecision,
+    decide_force_release, decide_release, decide_renew, spent_entry, ReleaseDecision, RenewDecision,
 };
 pub use settle::landed;
 pub use waiting::{

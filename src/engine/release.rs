@@ -1,12 +1,13 @@
 //! Renew, release and force release: what the holder (or an admin) may do to a lock.
 //!
-//! Keeps I2 (a renewal keeps its lease's token) and I7 (`successor`: the requestor, else the
-//! queue's head); see DESIGN.md, "Invariants".
+//! Keeps I2 (a renewal keeps its lease's token), I7 (`successor`: the requestor, else the
+//! queue's head) and I11 (`spent_entry`: a request's lease is never granted twice); see
+//! DESIGN.md, "Invariants".
 
 use super::{holder_with_lease, live_requestor, state, LockState};
 use crate::model::{LeaseId, UnixMillis};
 use crate::record::{Expiry, Holder, LockRecord};
-use crate::waiter::Waiter;
+use crate::waiter::{Ticket, Waiter};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RenewDecision {
@@ -50,6 +51,15 @@ pub fn decide_renew(
         queued: current.queued,
         forced: None,
     }))
+}
+
+/// Whether the queue entry a hand-off chose, whose ticket is `ticket`, is spent: its lease
+/// holds the lock in `record`, so its request was granted already (through another entry
+/// of the same `request_id`, whose late join this one is, or by an inline retry). Handing
+/// it the lock as that hold ends would grant the lease a second time, under a new token:
+/// the entry is removed instead, and the next one decided on (I11).
+pub fn spent_entry(record: &LockRecord, ticket: &Ticket) -> bool {
+    holder_with_lease(record, &ticket.lease_id).is_some()
 }
 
 /// Who gets the lock when its holder lets go: the live requestor, else the queue's head (I7).

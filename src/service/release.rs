@@ -7,8 +7,9 @@
 //! left mid-write, an error, or no rounds left) leaves that to the reconciler (`reconcile`).
 //!
 //! Keeps (DESIGN.md, "Invariants") I4 (`renew`, `let_go`: refusals on the latest copy), I6
-//! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`tell_riders`) and I12
-//! (a free record for the collector).
+//! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`tell_riders`;
+//! `let_go` removes a spent entry instead of handing it the lock) and I12 (a free record for
+//! the collector).
 
 use tokio::time::Instant;
 
@@ -245,6 +246,14 @@ impl LockService {
                             None => continue,
                         },
                     };
+                    if engine::spent_entry(&record, &ticket) {
+                        // A late join of a request granted already: removed, not handed the
+                        // lock. The next round decides on a copy that shows it gone.
+                        self.store.leave(name, to, deadline).await?;
+                        self.cache.forget(name);
+                        source = Source::Latest;
+                        continue;
+                    }
                     let queued =
                         engine::queued_after(&record, &queue, Some(&to.id), !queue_remembered);
                     (engine::handed_to(&ticket, now, queued), Some(to), to_here)

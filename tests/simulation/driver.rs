@@ -214,22 +214,11 @@ async fn leftovers(world: &World, locks: &[LockName]) -> Vec<String> {
     }
     for name in locks {
         for waiter in store.queue(name, deadline).await.unwrap() {
-            let ticket = store.ticket(name, &waiter, deadline).await.unwrap();
-            if ticket.is_some_and(|t| t.request_id.is_some()) && !STRICT_RETRIED_ENTRIES {
-                continue;
-            }
             left.push(format!("{name}: queue entry {}", waiter.id));
         }
     }
     left
 }
-
-/// Known gap, left for the reconciler of issue 38: a call with a `request_id` whose join
-/// lands late (its answer lost) after the call and every retry of it have left stays in the
-/// queue for as long as its instance's session lives, since the leaving call's sweep stops
-/// at its first clean pass so as not to take a retry's entry, which has the same key. About
-/// 1 seed in 100 shows it; set this to see them.
-const STRICT_RETRIED_ENTRIES: bool = false;
 
 /// Calls an instance, and records the call as an op.
 pub struct Caller {

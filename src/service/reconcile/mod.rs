@@ -10,11 +10,11 @@
 //!   out. It releases only a lease it has seen holding the lock (I11).
 //! - [`Repair::Sweep`]: a waiting call's queue entries, which may linger when the store was
 //!   away as the call ended, or a lost create may still make. Every entry of the call is
-//!   removed while removing one fails, and, for a call without a `request_id`, until the
-//!   landing window has passed, freeing the lock if the call's lease holds it. A call with a
-//!   `request_id` shares its key with its retries, which may adopt an entry it left (see
-//!   `joining`), so its sweep stops at the first clean pass and its grant is left to its
-//!   lease (I11, I12).
+//!   removed while removing one fails, and until the landing window has passed; for a call
+//!   without a `request_id`, the lock is freed if the call's lease holds it. A call with a
+//!   `request_id` shares its key with its retries: an entry a retry waits on here is kept,
+//!   and its grant is left to its lease. A retry on another instance that adopted the call's
+//!   entry (see `store::zk::queue`) finds it gone and answers `503` (I11, I12).
 //! - [`Repair::TellHanded`]: a hand-off to a waiter here whose write's answer was lost. Such
 //!   a waiter may be parked on a watch of the session the write was lost on, which may not
 //!   come back. It is told once a read after a `sync` shows its lease holding the lock, the
@@ -159,18 +159,13 @@ impl Reconciler {
     /// Removes the queue entries of the call `ticket` (and `me`, when known) that may linger,
     /// and frees a lock its lease holds when the call has no `request_id`.
     pub(super) fn sweep(&self, name: &LockName, me: Option<&Waiter>, ticket: &Ticket) {
-        let claimable = ticket.request_id.is_none().then_some(ticket.lease_id);
-        let window = match claimable {
-            Some(_) => self.landing_window,
-            None => Duration::ZERO,
-        };
         let repair = Repair::Sweep {
             key: ticket.key.clone(),
             me: me.cloned(),
-            claimable,
+            claimable: ticket.request_id.is_none().then_some(ticket.lease_id),
             failed: 0,
         };
-        self.push(name, repair, window);
+        self.push(name, repair, self.landing_window);
     }
 
     /// Tells the waiter here among `tried` that a hand-off whose answer was lost reached it,

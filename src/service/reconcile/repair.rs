@@ -66,7 +66,11 @@ pub(super) async fn attempt(context: Arc<Context>, mut job: Job) -> (Job, Next) 
             failed,
         } => {
             let mine = (key.as_str(), me.as_ref());
-            let swept = sweep_once(&*context.store, name, mine, claimable.as_ref(), deadline).await;
+            // A retry of the call waiting here on an entry of its key keeps that entry.
+            let retry_here = |w: &Waiter| context.local.ticket(name, &w.id).is_some();
+            let store = &*context.store;
+            let swept =
+                sweep_once(store, name, mine, retry_here, claimable.as_ref(), deadline).await;
             if swept.freed {
                 context.collector.schedule(name);
             }
@@ -108,12 +112,14 @@ struct Swept {
     freed: bool,
 }
 
-/// One pass of a sweep: removes every queue entry of the call (its `key`, or `me`) and frees
-/// the lock if `claimable` (the call's lease) holds it.
+/// One pass of a sweep: removes every queue entry of the call (its `key`, or `me`) but those
+/// `kept` (a call here waits on), and frees the lock if `claimable` (the call's lease) holds
+/// it.
 async fn sweep_once(
     store: &dyn LockStore,
     name: &LockName,
     (key, me): (&str, Option<&Waiter>),
+    kept: impl Fn(&Waiter) -> bool,
     claimable: Option<&LeaseId>,
     deadline: Instant,
 ) -> Swept {
@@ -125,6 +131,7 @@ async fn sweep_once(
     let mine: Vec<Waiter> = queue
         .into_iter()
         .filter(|w| w.key == key || me.is_some_and(|m| m.id == w.id))
+        .filter(|w| !kept(w))
         .collect();
     let mut clean = true;
     for waiter in &mine {
