@@ -192,6 +192,11 @@ pub struct ServeArgs {
     /// alone. 0 turns it off. At most 1024.
     #[arg(long, env = "LOCKWARDEN_ZK_WRITES_IN_FLIGHT", default_value_t = 4)]
     pub zk_writes_in_flight: usize,
+    /// Performance hints to turn off, comma-separated: record-cache, remembered-queue,
+    /// in-process, group-commit, head-grace, shared-multis, or all. Every answer stays the
+    /// same; only the store reads and writes per call and the latency change.
+    #[arg(long, env = "LOCKWARDEN_HINTS_OFF", value_delimiter = ',', value_enum)]
+    pub hints_off: Vec<crate::service::Hint>,
     /// The most HTTP connections served at once; further clients wait in the listen backlog.
     #[arg(long, env = "LOCKWARDEN_MAX_CONNECTIONS", default_value_t = 4_096)]
     pub max_connections: usize,

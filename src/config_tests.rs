@@ -96,3 +96,27 @@ fn tls_takes_a_certificate_and_a_key_or_neither() {
     );
     assert!(ServeArgs::defaults().tls_cert.is_none());
 }
+
+#[test]
+fn hints_are_turned_off_by_name_or_all_at_once() {
+    use crate::service::{Hint, Hints};
+    let parse = |flag: &str| match Cli::try_parse_from(["lockwarden", "serve", "--hints-off", flag])
+    {
+        Ok(Cli {
+            command: Command::Serve(args),
+        }) => Ok(args.hints_off),
+        Ok(_) => unreachable!(),
+        Err(e) => Err(e.kind()),
+    };
+    assert!(
+        ServeArgs::defaults().hints_off.is_empty(),
+        "all on by default"
+    );
+    let off = parse("record-cache,in-process").unwrap();
+    let hints = Hints::without(&off);
+    assert!(!hints.record_cache && hints.remembered_queue && !hints.in_process);
+    assert!(Hint::GroupCommit.on(&off));
+    let all = parse("all").unwrap();
+    assert!(!Hint::SharedMultis.on(&all) && !Hints::without(&all).remembered_queue);
+    assert!(parse("cache").is_err(), "an unknown hint is refused");
+}

@@ -15,7 +15,7 @@ use crate::http_server::{self, ConnectionLimits};
 use crate::metrics::Metrics;
 use crate::seal::Sealer;
 use crate::service::events::{EventSink, NoEvents};
-use crate::service::{LockService, Timing};
+use crate::service::{Hint, Hints, LockService, Timing};
 use crate::startup;
 use crate::store::zk::{access::ZkAccess, ZkConfig, ZkStore};
 use crate::store::{memory::MemoryStore, LockStore};
@@ -42,7 +42,11 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
             access: ZkAccess::from_flag(args.zk_auth.clone()),
             sealer: sealer.clone(),
             metrics: metrics.zookeeper(),
-            writes_in_flight: args.zk_writes_in_flight,
+            writes_in_flight: if Hint::SharedMultis.on(&args.hints_off) {
+                args.zk_writes_in_flight
+            } else {
+                0
+            },
         })),
         None => Arc::new(MemoryStore::new()),
     };
@@ -54,6 +58,8 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
         )),
         None => Arc::new(NoEvents),
     };
+    // A hint turned off by `--hints-off` counts as its duration set to 0.
+    let hinted = |hint: Hint, ms: u64| if hint.on(&args.hints_off) { ms } else { 0 };
     let timing = Timing {
         store_timeout: Duration::from_millis(args.store_timeout_ms),
         gc_delay: Duration::from_millis(args.gc_delay_ms),
@@ -61,8 +67,9 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
         max_clock_skew_ms: args.max_clock_skew_ms,
         max_waiters_per_lock: args.max_waiters_per_lock,
         max_waiting_calls: args.max_waiting_calls,
-        join_window: Duration::from_millis(args.join_window_ms),
-        head_grace: Duration::from_millis(args.head_grace_ms),
+        join_window: Duration::from_millis(hinted(Hint::GroupCommit, args.join_window_ms)),
+        head_grace: Duration::from_millis(hinted(Hint::HeadGrace, args.head_grace_ms)),
+        hints: Hints::without(&args.hints_off),
     };
     let audit = AuditLog::open(args.audit_log.as_deref())?;
     let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));

@@ -357,3 +357,24 @@ async fn the_relay_binary_listens_on_loopback_only_once_zookeeper_answers() {
         "its node is not left behind"
     );
 }
+
+/// `--hint-url` measures an instance with a hint off against `--url` in the same rounds: one
+/// row per instance, with its ratios to the one with every hint on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_hint_is_measured_against_its_switch() {
+    let on = Service::zk().await;
+    let off = Service::zk_with(|args| args.hints_off = vec![lockwarden::service::Hint::All]).await;
+    let mut args = BenchArgs::quick(on.base.clone(), zk::shared().connect_string());
+    args.scenarios = vec!["floor".into()];
+    args.clients = vec![3];
+    args.rounds = 2;
+    (args.seconds, args.cycles, args.warmup) = (0.2, 10, 2);
+    args.hint_url = vec![format!("all={}", off.base)];
+    let report = run_report(args).await.expect("the benchmark runs");
+    let offs: Vec<&str> = report.hints.iter().map(|f| f.off.as_str()).collect();
+    assert_eq!(offs, ["none", "all"]);
+    for figures in &report.hints {
+        assert!(figures.contended_per_second > 0.0, "{figures:?}");
+        assert!(figures.parallel_ratio > 0.0, "{figures:?}");
+    }
+}

@@ -18,6 +18,7 @@ use serde::Serialize;
 mod client;
 mod curator;
 mod floor;
+mod hints;
 mod latency;
 mod memory;
 mod refusal;
@@ -96,6 +97,11 @@ pub struct BenchArgs {
     /// and parallel figures: the floor of a service on lockwarden's HTTP stack (uncontended).
     #[arg(long)]
     pub relay_url: Option<String>,
+    /// An instance with one performance hint off, as NAME=URL (`scripts/bench` with
+    /// `HINTS=1` starts one per hint): each is measured against `--url`, with every hint
+    /// on, in the `hints` figures, which run when any is given.
+    #[arg(long)]
+    pub hint_url: Vec<String>,
 }
 
 /// One line of results.
@@ -146,6 +152,7 @@ impl BenchArgs {
             rounds: 5,
             curator_classpath: None,
             relay_url: None,
+            hint_url: Vec::new(),
         }
     }
 }
@@ -194,6 +201,8 @@ pub struct Report {
     pub curator_skipped: Option<String>,
     /// Why the HTTP relay is missing from the uncontended and parallel figures, if it is.
     pub relay_skipped: Option<String>,
+    /// Each hint against its switch (`--hint-url`).
+    pub hints: Vec<hints::HintFigures>,
 }
 
 /// Runs the chosen scenarios, prints the table and the JSON, and returns the rows.
@@ -286,6 +295,9 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     if let Some(curator) = curator {
         curator.quit().await;
     }
+    if !args.hint_url.is_empty() {
+        report.hints = hints::hints(&args).await?;
+    }
     if wants("shapes") {
         for &c in &args.clients {
             rows.extend(bench.shapes(c, window(&args)).await?);
@@ -310,6 +322,10 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     println!("{}", render(&report.rows));
     if !report.yardstick.is_empty() {
         println!("{}", render_yardstick(&report));
+    }
+    if !report.hints.is_empty() {
+        let clients = args.clients.iter().copied().max().unwrap_or(1);
+        println!("{}", hints::render_hints(&report.hints, clients));
     }
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     println!("{json}");

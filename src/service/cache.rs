@@ -58,14 +58,18 @@ pub struct RecordCache {
     max_age: Duration,
     /// Locks whose head waits for no release here, until when (see `grace_missed`).
     graceless: Mutex<HashMap<LockName, Instant>>,
+    /// Whether `get` and `last_written_held` may suggest anything, and whether the queue
+    /// behind a record is kept (`serve --hints-off`).
+    hints: super::Hints,
 }
 
 impl RecordCache {
-    pub fn new(max_age: Duration) -> Self {
+    pub fn new(max_age: Duration, hints: super::Hints) -> Self {
         RecordCache {
             entries: Mutex::default(),
             max_age,
             graceless: Mutex::default(),
+            hints,
         }
     }
 
@@ -95,6 +99,11 @@ impl RecordCache {
         rest: Vec<Waiter>,
         holder_here: bool,
     ) {
+        let rest = if self.hints.remembered_queue {
+            rest
+        } else {
+            Vec::new()
+        };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         insert(&mut entries, name, record, version, rest, holder_here);
     }
@@ -136,6 +145,9 @@ impl RecordCache {
 
     /// The record, its version and the queue behind it as remembered (empty if unknown).
     pub fn get(&self, name: &LockName) -> Option<(LockRecord, Version, Vec<Waiter>)> {
+        if !self.hints.record_cache {
+            return None;
+        }
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let entry = entries.get(name)?;
         (entry.at.elapsed() < self.max_age)
@@ -146,6 +158,9 @@ impl RecordCache {
     /// holder whose lease has not run out at `now`. A hint for which read a call starts
     /// with, never a basis for a write or an answer: unlike `get`, it ignores `max_age`.
     pub fn last_written_held(&self, name: &LockName, now: UnixMillis) -> bool {
+        if !self.hints.record_cache {
+            return false;
+        }
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(name)
@@ -194,13 +209,14 @@ fn insert(
 
 #[cfg(test)]
 mod tests {
+    use super::super::Hints;
     use super::*;
     use crate::model::LeaseId;
     use crate::record::{Expiry, Holder};
 
     #[test]
     fn a_holder_counts_as_granted_here_only_for_the_grant_this_instance_wrote() {
-        let cache = RecordCache::new(Duration::from_secs(60));
+        let cache = RecordCache::new(Duration::from_secs(60), Hints::ALL_ON);
         let name = LockName::parse("l").unwrap();
         let held = |lease: u8| {
             LockRecord::held_by(Holder {
@@ -235,7 +251,7 @@ mod tests {
 
     #[test]
     fn a_missed_grace_turns_the_grace_off_for_that_lock_only() {
-        let cache = RecordCache::new(Duration::from_secs(60));
+        let cache = RecordCache::new(Duration::from_secs(60), Hints::ALL_ON);
         let (one, two) = (
             LockName::parse("one").unwrap(),
             LockName::parse("two").unwrap(),
@@ -255,7 +271,7 @@ mod tests {
 
     #[test]
     fn an_old_entry_says_nothing_of_its_holder() {
-        let cache = RecordCache::new(Duration::ZERO);
+        let cache = RecordCache::new(Duration::ZERO, Hints::ALL_ON);
         let name = LockName::parse("l").unwrap();
         cache.remember_grant(
             &name,
@@ -267,7 +283,7 @@ mod tests {
 
     #[test]
     fn only_remembered_records_with_a_running_lease_count_as_held() {
-        let cache = RecordCache::new(Duration::from_secs(1));
+        let cache = RecordCache::new(Duration::from_secs(1), Hints::ALL_ON);
         let held_until = |at| {
             LockRecord::held_by(Holder {
                 expires: Expiry::At(UnixMillis(at)),
@@ -284,5 +300,29 @@ mod tests {
             0,
             "a lease ends at its expiry"
         );
+    }
+
+    #[test]
+    fn a_hint_turned_off_suggests_nothing() {
+        let name = LockName::parse("l").unwrap();
+        let held = LockRecord::held_by(Holder::minimal("o"));
+        let rest = vec![Waiter::parse(&format!("{}7", Waiter::id_prefix(1, "w"))).unwrap()];
+        let no_record = Hints {
+            record_cache: false,
+            ..Hints::ALL_ON
+        };
+        let cache = RecordCache::new(Duration::from_secs(60), no_record);
+        cache.remember_with_rest(&name, &held, Version::plain(2), rest.clone(), true);
+        assert!(cache.get(&name).is_none());
+        assert!(!cache.last_written_held(&name, UnixMillis(0)));
+        assert_eq!(cache.held(UnixMillis(0)), 1, "the gauge still counts it");
+        let no_queue = Hints {
+            remembered_queue: false,
+            ..Hints::ALL_ON
+        };
+        let cache = RecordCache::new(Duration::from_secs(60), no_queue);
+        cache.remember_with_rest(&name, &held, Version::plain(2), rest, true);
+        let (_, version, remembered) = cache.get(&name).unwrap();
+        assert_eq!((version, remembered.len()), (Version::plain(2), 0));
     }
 }

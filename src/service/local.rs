@@ -32,9 +32,12 @@ type HandedSender = watch::Sender<Notice>;
 
 /// Callers waiting on this instance, by lock and waiter id (ids are unique only per lock),
 /// and how many wait on each lock.
-#[derive(Default)]
 pub struct LocalWaiters {
     inner: Mutex<Local>,
+    /// Whether releases here tell waiters here in process, and waiters here wait for one
+    /// another's calls (the in-process hint; `serve --hints-off in-process`). Off, every
+    /// waiter learns of a hand-off through its watch, as it does of one made elsewhere.
+    in_process: bool,
 }
 
 #[derive(Default)]
@@ -56,6 +59,13 @@ fn service_order(waiter: &Waiter) -> ServiceOrder {
 }
 
 impl LocalWaiters {
+    pub fn new(in_process: bool) -> Self {
+        LocalWaiters {
+            inner: Mutex::default(),
+            in_process,
+        }
+    }
+
     fn inner(&self) -> std::sync::MutexGuard<'_, Local> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -92,6 +102,9 @@ impl LocalWaiters {
     /// The waiter registered here that comes just before `me` in `name`'s queue, if any.
     /// Waiters of other instances may stand between the two.
     pub fn nearest_ahead(&self, name: &LockName, me: &Waiter) -> Option<Waiter> {
+        if !self.in_process {
+            return None;
+        }
         let inner = self.inner();
         let (_, ahead) = inner
             .in_order
@@ -123,6 +136,9 @@ impl LocalWaiters {
     /// A receiver that ends (`changed()` fails) once the waiter `id` on this instance has
     /// finished waiting; `None` if no such waiter waits here.
     pub fn subscribe(&self, name: &LockName, id: &str) -> Option<watch::Receiver<Notice>> {
+        if !self.in_process {
+            return None;
+        }
         let inner = self.inner();
         let (_, sender) = inner.waiters.get(&(name.clone(), id.to_owned()))?;
         Some(sender.subscribe())
@@ -133,7 +149,12 @@ impl LocalWaiters {
         self.inner().per_lock.contains_key(name)
     }
 
+    /// The ticket of the waiter `id` here, for a hand-off to it without reading it (and
+    /// whether a hand-off to it must be told here: off the hint, it watches).
     pub fn ticket(&self, name: &LockName, id: &str) -> Option<Ticket> {
+        if !self.in_process {
+            return None;
+        }
         self.inner()
             .waiters
             .get(&(name.clone(), id.to_owned()))
@@ -163,6 +184,9 @@ impl LocalWaiters {
     }
 
     fn tell(&self, name: &LockName, id: &str, change: impl FnOnce(&Notice) -> Option<Notice>) {
+        if !self.in_process {
+            return;
+        }
         if let Some((_, sender)) = self.inner().waiters.get(&(name.clone(), id.to_owned())) {
             sender.send_if_modified(|notice| match change(notice) {
                 Some(next) => {
@@ -246,100 +270,5 @@ impl Drop for PendingHandOff<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn waiter(priority: u32, key: &str, seq: u64) -> Waiter {
-        let id = format!("{}{seq:010}", Waiter::id_prefix(priority, key));
-        Waiter::parse(&id).unwrap()
-    }
-
-    fn ticket(priority: u32, key: &str) -> Ticket {
-        Ticket {
-            key: key.to_owned(),
-            owner: key.to_owned(),
-            lease_ms: 1_000,
-            message: String::new(),
-            priority,
-            cleanup_ms: 0,
-            waiting_ms: Some(1_000),
-            forceful: false,
-            notify_url: None,
-            lease_id: crate::model::LeaseId::random(),
-            request_id: None,
-            request_digest: None,
-            wait_until: None,
-            received_at: 0,
-            actor: Default::default(),
-        }
-    }
-
-    #[test]
-    fn the_nearest_local_waiter_ahead_is_found_in_service_order() {
-        let local = LocalWaiters::default();
-        let lock = LockName::parse("order").unwrap();
-        let other = LockName::parse("other").unwrap();
-        let (high, low_early, mid_early, mid_late, me) = (
-            waiter(9, "high", 30),
-            waiter(1, "low", 1),
-            waiter(5, "mid1", 10),
-            waiter(5, "mid2", 20),
-            waiter(5, "me", 25),
-        );
-        let elsewhere = waiter(5, "elsewhere", 24);
-        let _guards: Vec<_> = [&high, &low_early, &mid_early, &mid_late]
-            .into_iter()
-            .map(|w| local.register(&lock, w, &ticket(w.priority, &w.key)))
-            .chain([local.register(&other, &elsewhere, &ticket(5, "elsewhere"))])
-            .collect();
-        let ahead = |w: &Waiter| local.nearest_ahead(&lock, w).map(|a| a.key);
-        // Same priority, earlier arrival; not the lower priority that arrived first, nor a
-        // waiter of another lock.
-        assert_eq!(ahead(&me).as_deref(), Some("mid2"));
-        assert_eq!(ahead(&mid_early).as_deref(), Some("high"));
-        assert_eq!(ahead(&high), None, "nobody here comes before the highest");
-        assert_eq!(ahead(&low_early).as_deref(), Some("mid2"));
-        drop(_guards);
-        assert_eq!(ahead(&me), None, "gone with their registrations");
-    }
-
-    #[test]
-    fn a_waiter_told_it_was_handed_the_lock_stays_told() {
-        let local = LocalWaiters::default();
-        let lock = LockName::parse("told").unwrap();
-        let me = waiter(5, "me", 1);
-        let (handed, _registered) = local.register(&lock, &me, &ticket(5, "me"));
-        local.handed(&lock, &me.id, &LockRecord::default(), &[]);
-        // Another release here plans a write on a copy older than that hand-off, and it
-        // does not land: the waiter must not be told the lock was not handed to it.
-        drop(local.pending(&lock, &me.id));
-        assert!(
-            matches!(*handed.borrow(), Notice::Handed(_)),
-            "still handed"
-        );
-        // Without a hand-off before it, a write that did not land leaves the waiter idle.
-        let other = waiter(5, "other", 2);
-        let (theirs, _registered_too) = local.register(&lock, &other, &ticket(5, "other"));
-        let pending = local.pending(&lock, &other.id);
-        assert!(matches!(*theirs.borrow(), Notice::Pending));
-        drop(pending);
-        assert!(matches!(*theirs.borrow(), Notice::Idle));
-    }
-
-    #[test]
-    fn at_most_the_limit_of_a_locks_waiters_go_uncounted() {
-        let local = LocalWaiters::default();
-        let (a, b) = (LockName::parse("a").unwrap(), LockName::parse("b").unwrap());
-        let first = local.uncounted(&a, 2).expect("below the limit");
-        let second = local.uncounted(&a, 2).expect("below the limit");
-        assert!(local.uncounted(&a, 2).is_none(), "at the limit");
-        assert!(local.uncounted(&b, 2).is_some(), "per lock");
-        assert!(local.uncounted(&b, 0).is_none(), "a limit of 0 lets none");
-        drop(first);
-        assert!(
-            local.uncounted(&a, 2).is_some(),
-            "room again once one is counted"
-        );
-        drop(second);
-    }
-}
+#[path = "local_tests.rs"]
+mod tests;

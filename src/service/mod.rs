@@ -27,6 +27,7 @@ pub mod events;
 pub mod feed;
 mod gc;
 mod group_commit;
+pub mod hints;
 mod immediate;
 mod inspect;
 mod joining;
@@ -45,6 +46,7 @@ mod waiting;
 use crate::metrics::Metrics;
 pub use answer::{AcquireOutcome, Granted, LockSnapshot, Refusal, ServiceError};
 use events::{EventKind, EventSink, LockEvent};
+pub use hints::{Hint, Hints};
 pub use seams::{Planted, Seams, WallClock};
 
 /// How many store timeouts the rounds of one call may take in all (`round_deadline`).
@@ -111,6 +113,7 @@ pub struct Timing {
     pub join_window: Duration,
     /// See `joining::await_release_here` (zero: the head watches the record at once).
     pub head_grace: Duration,
+    pub hints: Hints,
 }
 
 /// The result of trying one write.
@@ -190,7 +193,7 @@ impl LockService {
             sweep_every: timing.gc_sweep_every,
         };
         let collector = gc::Collector::start(store.clone(), gc_timing);
-        let local: Arc<local::LocalWaiters> = Arc::default();
+        let local = Arc::new(local::LocalWaiters::new(timing.hints.in_process));
         let reconciler = reconcile::Reconciler::start(
             store.clone(),
             local.clone(),
@@ -221,7 +224,7 @@ impl LockService {
             metrics,
             // Cached versions are only used while they are younger than one request timeout,
             // which `ServeArgs::check` counts in the collector's delay.
-            cache: cache::RecordCache::new(store_timeout),
+            cache: cache::RecordCache::new(store_timeout, timing.hints),
             local,
             joins: group_commit::JoinBatches::new(timing.join_window),
             head_grace: timing.head_grace,

@@ -13,7 +13,7 @@ use lockwarden::metrics::Metrics;
 use lockwarden::model::{LeaseId, LockName, Owner, Priority, RequestId, UnixMillis};
 use lockwarden::service::events::NoEvents;
 use lockwarden::service::{
-    AcquireOutcome, LockService, Planted, Seams, ServiceError, Timing, WallClock,
+    AcquireOutcome, Hints, LockService, Planted, Seams, ServiceError, Timing, WallClock,
 };
 use lockwarden::store::sim::{Faults, World};
 use lockwarden::store::{Fresh, ListQuery, LockStore};
@@ -40,7 +40,7 @@ pub struct Setup {
     pub ops_per_client: usize,
     pub faults: Faults,
     pub planted: Planted,
-    /// The performance hints on (group commit, the head's grace) or all off.
+    /// Every performance hint on, or every one off.
     pub hints: bool,
     /// Print every store write and its fate.
     pub trace: bool,
@@ -143,6 +143,11 @@ async fn simulate(seed: u64, setup: Setup) -> History {
         max_waiting_calls: 64,
         join_window: Duration::from_millis(if setup.hints { 10 } else { 0 }),
         head_grace: Duration::from_millis(if setup.hints { 5 } else { 0 }),
+        hints: if setup.hints {
+            Hints::ALL_ON
+        } else {
+            Hints::ALL_OFF
+        },
     };
     let services = offsets(seed, setup.instances)
         .into_iter()
