@@ -61,7 +61,6 @@ pub(super) async fn hints(args: &BenchArgs) -> Result<Vec<HintFigures>, String> 
     let clients = args.clients.iter().copied().max().unwrap_or(1);
     let window = Duration::from_secs_f64((args.seconds / rounds as f64).max(0.1));
     let batch = args.cycles.div_ceil(rounds).max(1);
-    let mut cyclers = Vec::new();
     for (_, bench) in &instances {
         let mut client = bench.client("hints-u", "bench", None).await?;
         for _ in 0..args.warmup {
@@ -70,7 +69,6 @@ pub(super) async fn hints(args: &BenchArgs) -> Result<Vec<HintFigures>, String> 
         // Unmeasured windows first, so that no instance starts its rounds cold.
         bench.contended(clients, window).await?;
         bench.parallel(clients, window).await?;
-        cyclers.push(client);
     }
     let n = instances.len();
     let mut measured = vec![Vec::<Round>::new(); n];
@@ -78,10 +76,14 @@ pub(super) async fn hints(args: &BenchArgs) -> Result<Vec<HintFigures>, String> 
         for turn in 0..n {
             let i = (round + turn) % n;
             let bench = &instances[i].1;
+            // A connection of its own each turn: one left idle while the other instances
+            // take their turns would outlast the service's read timeout and be closed.
+            let mut client = bench.client("hints-u", "bench", None).await?;
+            client.cycle().await?;
             let mut samples = Vec::with_capacity(batch);
             for _ in 0..batch {
                 let started = Instant::now();
-                cyclers[i].cycle().await?;
+                client.cycle().await?;
                 samples.push(started.elapsed());
             }
             let contended = bench.contended(clients, window).await?;
