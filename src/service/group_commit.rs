@@ -60,6 +60,7 @@ use tokio::time::Instant;
 use tokio::sync::oneshot;
 
 use crate::model::LockName;
+use crate::store::Joined;
 use crate::waiter::{Ticket, Waiter};
 
 /// Above this many remembered hand-offs, the stale ones are dropped.
@@ -238,6 +239,26 @@ impl Seat<'_> {
 impl Drop for Seat<'_> {
     fn drop(&mut self) {
         self.batches.leave(&self.name, self.seat);
+    }
+}
+
+impl super::LockService {
+    /// Tells each rider of a hand-off what came of it (`carried`: what the store said of
+    /// their entries). An entry made for a rider that has gone is swept away.
+    pub(super) fn tell_riders(&self, name: &LockName, riders: Vec<Rider>, carried: Joined) {
+        let entries: Vec<Carried> = match carried {
+            Joined::Carried(entries) => entries.into_iter().map(Carried::Joined).collect(),
+            Joined::NotCarried => riders.iter().map(|_| Carried::Not).collect(),
+            Joined::Unknown => riders.iter().map(|_| Carried::Unknown).collect(),
+        };
+        for (rider, entry) in riders.into_iter().zip(entries) {
+            let ticket = rider.ticket.clone();
+            match rider.tell(entry) {
+                Err(Carried::Joined(orphan)) => self.reconciler.sweep(name, Some(&orphan), &ticket),
+                Err(Carried::Unknown) => self.reconciler.sweep(name, None, &ticket),
+                _ => {}
+            }
+        }
     }
 }
 

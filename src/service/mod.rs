@@ -38,6 +38,7 @@ pub mod queue_view;
 mod reading;
 mod reconcile;
 mod release;
+mod renew;
 mod replies;
 mod round;
 mod seams;

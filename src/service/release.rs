@@ -1,27 +1,28 @@
-//! Renew, release and force release. Each first tries the record this instance wrote last
-//! (a conditional write on its version, with no read), and falls back to reading when the
-//! record changed. A release with callers waiting hands the lock to the next one in the same
-//! write; a waiter on this instance is told in-process, also when that write's answer was
-//! lost and a later round finds it landed: the waiter's watch may be on the session the write
-//! was lost on, which may not come back. A release that ends before it knows (its caller
-//! left mid-write, an error, or no rounds left) leaves that to the reconciler (`reconcile`).
+//! Release and force release (renew is in `renew`). Each first tries the record this
+//! instance wrote last (a conditional write on its version, with no read), and falls back
+//! to reading when the record changed. A release with callers waiting hands the lock to the
+//! next one in the same write; a waiter on this instance is told in-process, also when that
+//! write's answer was lost and a later round finds it landed: the waiter's watch may be on
+//! the session the write was lost on, which may not come back. A release that ends before
+//! it knows (its caller left mid-write, an error, or no rounds left) leaves that to the
+//! reconciler (`reconcile`).
 //!
-//! Keeps (DESIGN.md, "Invariants") I4 (`renew`, `let_go`: refusals on the latest copy), I6
-//! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`tell_riders`;
-//! `let_go` removes a spent entry instead of handing it the lock) and I12 (a free record for
-//! the collector).
+//! Keeps (DESIGN.md, "Invariants") I4 (`let_go`: refusals on the latest copy), I6
+//! (`force_release` is audited), I10 (`let_go` settles a lost answer), I11 (`let_go` removes
+//! a spent entry instead of handing it the lock; riders are told through
+//! `group_commit::tell_riders`) and I12 (a free record for the collector).
 
 use tokio::time::Instant;
 
 use super::events::{affected_by, EventKind};
-use super::group_commit::{Carried, Rider};
+use super::group_commit::Rider;
 use super::reading::Source;
 use super::reconcile::{tell_handed, UnsettledHandOff};
 use super::{
-    refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
+    refused, snapshot, LockService, LockSnapshot, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
 use crate::audit::{Actor, AuditRecord};
-use crate::engine::{self, ReleaseDecision, RenewDecision};
+use crate::engine::{self, ReleaseDecision};
 use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
@@ -39,70 +40,11 @@ enum Landed {
     Collected,
 }
 
-fn too_busy() -> ServiceError {
+pub(super) fn too_busy() -> ServiceError {
     ServiceError::StoreUnavailable("the lock changed too often to decide".into())
 }
 
 impl LockService {
-    pub async fn renew(
-        &self,
-        name: &LockName,
-        lease_id: &LeaseId,
-        lease_ms: Option<u64>,
-    ) -> Result<LockSnapshot, ServiceError> {
-        let began = Instant::now();
-        let mut source = Source::Cache;
-        for _ in 0..MAX_ROUNDS {
-            // Each round (a read and a conditional write) has a store timeout of its own,
-            // within a bound for the whole call (`round_deadline`).
-            let deadline = self.round_deadline(began);
-            let now = self.wall.now();
-            let Read {
-                stored,
-                record,
-                queue,
-                latest,
-                ..
-            } = self
-                .read_cached(
-                    name,
-                    deadline,
-                    now,
-                    std::mem::replace(&mut source, Source::Store),
-                )
-                .await?;
-            let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
-                // A refusal is decided on the latest copy (`needs_latest_copy`).
-                ref refusal if refusal.needs_latest_copy() && !latest => {
-                    source = Source::Latest;
-                    continue;
-                }
-                RenewDecision::NotOwner => {
-                    return Err(refused(
-                        Refusal::NotOwner,
-                        name,
-                        &record,
-                        &queue,
-                        self.clock(now),
-                    ))
-                }
-                RenewDecision::Write(next) => *next,
-            };
-            match self.put(name, stored.as_ref(), next, deadline).await? {
-                Put::Landed(written, version) => {
-                    // A renewal leaves the queue as it was: what was known of it still holds.
-                    // The holder renews here, so it most likely releases here too.
-                    let after = snapshot(name, &written, &queue, self.clock(now));
-                    self.cache
-                        .remember_with_rest(name, &written, version, queue, true);
-                    return Ok(after);
-                }
-                Put::Raced | Put::NestedLocks => continue,
-            }
-        }
-        Err(too_busy())
-    }
-
     pub async fn release(
         &self,
         name: &LockName,
@@ -392,23 +334,5 @@ impl LockService {
             }
         }
         Err(too_busy())
-    }
-
-    /// Tells each rider of a hand-off what came of it (`carried`: what the store said of
-    /// their entries). An entry made for a rider that has gone is swept away.
-    fn tell_riders(&self, name: &LockName, riders: Vec<Rider>, carried: Joined) {
-        let entries: Vec<Carried> = match carried {
-            Joined::Carried(entries) => entries.into_iter().map(Carried::Joined).collect(),
-            Joined::NotCarried => riders.iter().map(|_| Carried::Not).collect(),
-            Joined::Unknown => riders.iter().map(|_| Carried::Unknown).collect(),
-        };
-        for (rider, entry) in riders.into_iter().zip(entries) {
-            let ticket = rider.ticket.clone();
-            match rider.tell(entry) {
-                Err(Carried::Joined(orphan)) => self.reconciler.sweep(name, Some(&orphan), &ticket),
-                Err(Carried::Unknown) => self.reconciler.sweep(name, None, &ticket),
-                _ => {}
-            }
-        }
     }
 }
