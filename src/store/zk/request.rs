@@ -32,34 +32,31 @@ impl ZkStore {
 
     /// Maps a failed read. Session-level errors make the supervisor look at the session.
     pub(super) fn read_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
-        self.metrics.error(error_kind(&failure));
-        match failure {
-            Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
-            Err(NoAnswer::TimedOut(late)) => {
-                late.log();
-                self.session.report_stall();
-                StoreError::Unavailable("ZooKeeper did not answer in time".into())
-            }
-            Ok(error) => {
-                self.note(&error);
-                StoreError::Unavailable(error.to_string())
-            }
-        }
+        self.failed(failure, StoreError::Unavailable)
     }
 
     /// Maps a failed write: unless nothing was sent, its outcome is unknown.
     pub(super) fn write_failed(&self, failure: Result<zk::Error, NoAnswer>) -> StoreError {
+        self.failed(failure, StoreError::OutcomeUnknown)
+    }
+
+    /// Counts and logs a failure, and maps it with `sent` unless nothing was sent.
+    fn failed(
+        &self,
+        failure: Result<zk::Error, NoAnswer>,
+        sent: fn(String) -> StoreError,
+    ) -> StoreError {
         self.metrics.error(error_kind(&failure));
         match failure {
             Err(NoAnswer::NoSession) => StoreError::Unavailable("no ZooKeeper session".into()),
             Err(NoAnswer::TimedOut(late)) => {
                 late.log();
                 self.session.report_stall();
-                StoreError::OutcomeUnknown("ZooKeeper did not answer in time".into())
+                sent("ZooKeeper did not answer in time".into())
             }
             Ok(error) => {
                 self.note(&error);
-                StoreError::OutcomeUnknown(error.to_string())
+                sent(error.to_string())
             }
         }
     }
