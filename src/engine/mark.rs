@@ -49,3 +49,11 @@ pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord
 pub fn queued_with(queued: Option<u32>, priorities: impl IntoIterator<Item = u32>) -> Option<u32> {
     queued.max(priorities.into_iter().max())
 }
+
+/// Whether a caller of `priority` joining the queue may ride on a hand-off (group commit)
+/// to a waiter of priority `ahead` (`None`: the lock is freed, or who is next is unknown):
+/// only behind it, since a caller that would come before the waiter handed the lock must be
+/// in the queue before the hand-off is decided (I7).
+pub fn may_ride_behind(priority: u32, ahead: Option<u32>) -> bool {
+    ahead.is_some_and(|ahead| priority <= ahead)
+}

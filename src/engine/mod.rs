@@ -34,9 +34,10 @@ mod waiting_tests;
 
 pub use basis::{may_have_waiters, queue_matters, remembered_queue_holds, remembered_turn_holds};
 pub use clock::{retry_at, Clock};
-pub use mark::{announce_waiter, queued_after, queued_with};
+pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
-    decide_force_release, decide_release, decide_renew, spent_entry, ReleaseDecision, RenewDecision,
+    collectable, decide_force_release, decide_release, decide_renew, spent_entry, ReleaseDecision,
+    RenewDecision,
 };
 pub use settle::landed;
 pub use waiting::{

@@ -100,3 +100,9 @@ pub fn decide_force_release(current: &LockRecord, queue: &[Waiter]) -> ReleaseDe
     }
     let_go(current, queue)
 }
+
+/// Whether a record may be collected (deleted by the collector, I12): free, with no queue
+/// mark that says a caller may be about to wait for it.
+pub fn collectable(record: &LockRecord) -> bool {
+    record.is_free() && record.queued.is_none()
+}

@@ -313,6 +313,23 @@ fn a_hand_off_that_queues_callers_marks_their_highest_priority() {
 }
 
 #[test]
+fn a_caller_rides_on_a_hand_off_only_behind_the_waiter_handed_the_lock() {
+    assert!(
+        may_ride_behind(3, Some(3)),
+        "equal: it arrived later, so behind"
+    );
+    assert!(may_ride_behind(2, Some(5)));
+    assert!(
+        !may_ride_behind(6, Some(5)),
+        "it would come first: it joins alone"
+    );
+    assert!(
+        !may_ride_behind(0, None),
+        "the lock is freed: nobody to ride behind"
+    );
+}
+
+#[test]
 fn a_hand_off_keeps_the_queues_priority_until_the_queue_is_empty() {
     let (mut held, _) = granted("a", NOW);
     held.queued = Some(5);
@@ -391,4 +408,18 @@ fn an_expired_lease_is_taken_over_only_once_it_has_ended_on_every_clock() {
         ),
         AcquireDecision::Grant { .. }
     ));
+}
+
+#[test]
+fn only_a_free_record_with_no_queue_mark_is_collectable() {
+    assert!(collectable(&LockRecord::default()));
+    let marked = LockRecord {
+        queued: Some(0),
+        ..LockRecord::default()
+    };
+    assert!(
+        !collectable(&marked),
+        "a caller may be about to wait for it"
+    );
+    assert!(!collectable(&LockRecord::held_by(Holder::minimal("o"))));
 }

@@ -324,8 +324,10 @@ async fn run(
     }
 }
 
+/// The engine's rule, on a znode that holds a record (not an empty container of nested
+/// names, which ZooKeeper reaps itself).
 fn is_collectable(stored: &Stored) -> bool {
-    stored.record.is_free() && stored.record.queued.is_none() && !stored.version.empty
+    crate::engine::collectable(&stored.record) && !stored.version.empty
 }
 
 #[cfg(test)]

@@ -141,7 +141,9 @@ impl JoinBatches {
         let (last, next_in_line) = *inner.handed.get(name)?;
         // Only a caller that queues behind the waiter next in line: one that would come
         // before it joins at once, so that the next hand-off reads it in the queue.
-        if last.elapsed() >= self.window || next_in_line.is_none_or(|p| ticket.priority > p) {
+        if last.elapsed() >= self.window
+            || !crate::engine::may_ride_behind(ticket.priority, next_in_line)
+        {
             return None;
         }
         inner.next_seat += 1;

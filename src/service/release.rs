@@ -213,7 +213,9 @@ impl LockService {
                 .joins
                 .board(name, next_in_line)
                 .into_iter()
-                .partition(|r| to.is_some_and(|to| r.ticket.priority <= to.priority));
+                .partition(|r| {
+                    engine::may_ride_behind(r.ticket.priority, to.map(|to| to.priority))
+                });
             self.tell_riders(name, alone, Joined::NotCarried);
             let joining: Vec<Ticket> = riders.iter().map(|r| r.ticket.clone()).collect();
             expected.queued =
