@@ -149,12 +149,15 @@ fn record() -> impl Strategy<Value = LockRecord> {
         prop::option::of(requestor()),
         prop::option::of(any::<u32>()),
         prop::option::of(prop_oneof![Just(Forced::Admin), Just(Forced::Preemption)]),
+        prop::option::of(any::<u128>()),
     )
-        .prop_map(|(holder, requestor, queued, forced)| LockRecord {
+        .prop_map(|(holder, requestor, queued, forced, ended)| LockRecord {
             holder,
             requestor,
             queued,
             forced,
+            ended_lease: ended
+                .map(|n| LeaseId::parse(&uuid::Uuid::from_u128(n).to_string()).unwrap()),
         })
 }
 

@@ -2,7 +2,7 @@
 //! expiry hands the lock to, and what happens to the requestor slot meanwhile.
 //! It shares the helpers of `waiting_tests`.
 
-use super::tests::{granted, NOW};
+use super::tests::{granted, request, NOW};
 use super::waiting_tests::{held, ticket, waiter, with_requestor};
 use super::*;
 use crate::waiter::Watch;
@@ -73,7 +73,7 @@ fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
 fn a_handed_over_waiter_sees_its_grant() {
     let w = waiter("p", 1, 1);
     let me = ticket("p", 1, Some(1000), false);
-    let record = handed_to(&me, NOW, None);
+    let record = handed_to(&LockRecord::default(), &me, NOW, None);
     assert_eq!(
         decide_waiting(&record, &[], &me, &w.id, false, NOW),
         WaitDecision::Granted
@@ -226,4 +226,76 @@ fn an_entry_whose_lease_holds_the_lock_is_spent_and_never_handed_it() {
     // Any other waiter's entry is not, nor any entry once the lock is free.
     assert!(!spent_entry(&record, &ticket("w", 0, Some(1000), false)));
     assert!(!spent_entry(&LockRecord::default(), &late_join));
+}
+
+/// A ticket of the same request as `record`'s holder: the late join of its first call.
+fn late_join_of(record: &LockRecord) -> Ticket {
+    let mut late_join = ticket("h", 0, None, false);
+    late_join.lease_id = record.holder.as_ref().and_then(|h| h.lease_id).unwrap();
+    late_join
+}
+
+#[test]
+fn an_entry_whose_lease_held_the_lock_one_holder_earlier_is_spent() {
+    // The retry was granted; a preemptor took the lock at once (cleanup 0).
+    let (granted_record, _) = granted("h", NOW);
+    let late_join = late_join_of(&granted_record);
+    let (w, me) = (waiter("p", 5, 2), ticket("p", 5, Some(1000), false));
+    let queue = std::slice::from_ref(&w);
+    let WaitDecision::Take { record: taken, .. } =
+        decide_waiting(&granted_record, queue, &me, &w.id, false, NOW)
+    else {
+        panic!("the preemptor takes the lock");
+    };
+    assert_eq!(taken.ended_lease, Some(late_join.lease_id));
+    // As the preemptor lets go, the late join heads the queue: spent, not handed the lock.
+    assert!(spent_entry(&taken, &late_join));
+    assert!(!spent_entry(&taken, &ticket("w", 0, Some(1000), false)));
+    // Released or forced to free, the lock remembers it too.
+    let freed = succeeding(&granted_record, LockRecord::default());
+    assert!(spent_entry(&freed, &late_join));
+    // A waiter handed the lock after that ends the preemptor's hold, which it then remembers.
+    let next = handed_to(&taken, &ticket("w", 0, Some(1000), false), NOW, None);
+    assert_eq!(next.ended_lease, holder_lease(&taken));
+}
+
+fn holder_lease(record: &LockRecord) -> Option<LeaseId> {
+    record.holder.as_ref().and_then(|h| h.lease_id)
+}
+
+#[test]
+fn a_write_that_keeps_the_holder_keeps_the_ended_lease_and_a_new_holder_replaces_it() {
+    let ended = LeaseId::random();
+    let (mut record, lease) = granted("h", NOW);
+    record.ended_lease = Some(ended);
+    let renewed = match decide_renew(&record, &lease, Some(5000), NOW) {
+        RenewDecision::Write(renewed) => renewed,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(renewed.ended_lease, Some(ended));
+    let mut again = request("h");
+    again.lease_id = Some(lease);
+    let AcquireDecision::Reacquire { record: kept, .. } =
+        decide_acquire(&record, &[], &again, NOW, LeaseId::random())
+    else {
+        panic!("a re-acquire");
+    };
+    assert_eq!(kept.ended_lease, Some(ended));
+    let marked = announce_waiter(&record, 3).unwrap();
+    assert_eq!(marked.ended_lease, Some(ended));
+    // A grant over the lapsed lease ends it; a grant of a free lock keeps what it remembers.
+    let later = NOW.plus(60_000);
+    let AcquireDecision::Grant { record: over, .. } =
+        decide_acquire(&record, &[], &request("x"), later, LeaseId::random())
+    else {
+        panic!("a grant over an expired lease");
+    };
+    assert_eq!(over.ended_lease, Some(lease));
+    let free = succeeding(&record, LockRecord::default());
+    let AcquireDecision::Grant { record: fresh, .. } =
+        decide_acquire(&free, &[], &request("x"), NOW, LeaseId::random())
+    else {
+        panic!("a grant of a free lock");
+    };
+    assert_eq!(fresh.ended_lease, Some(lease));
 }

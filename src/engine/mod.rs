@@ -36,8 +36,8 @@ pub use basis::{may_have_waiters, queue_matters, remembered_queue_holds, remembe
 pub use clock::{retry_at, Clock};
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
-    collectable, decide_force_release, decide_release, decide_renew, spent_entry, ReleaseDecision,
-    RenewDecision,
+    collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
+    ReleaseDecision, RenewDecision,
 };
 pub use settle::landed;
 pub use waiting::{
@@ -237,9 +237,8 @@ pub fn decide_acquire(
         return AcquireDecision::Reacquire {
             record: LockRecord {
                 holder: Some(renewed),
-                requestor: current.requestor.clone(),
-                queued: current.queued,
                 forced: None,
+                ..current.clone()
             },
             lease_id,
         };
@@ -263,10 +262,13 @@ pub fn decide_acquire(
             }
         }
         _ => AcquireDecision::Grant {
-            record: LockRecord {
-                queued: queued_after(current, queue, None, true),
-                ..LockRecord::held_by(new_holder(request, now, new_lease_id))
-            },
+            record: succeeding(
+                current,
+                LockRecord {
+                    queued: queued_after(current, queue, None, true),
+                    ..LockRecord::held_by(new_holder(request, now, new_lease_id))
+                },
+            ),
             lease_id: new_lease_id,
         },
     }
@@ -296,13 +298,21 @@ pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
     }
 }
 
-/// The record that hands the lock to `ticket`'s waiter (any requestor slot is spent);
-/// `queued` is what it says of the queue (see `queued_after`).
-pub fn handed_to(ticket: &Ticket, now: UnixMillis, queued: Option<u32>) -> LockRecord {
-    LockRecord {
-        queued,
-        ..LockRecord::held_by(holder_from(ticket, now))
-    }
+/// The record that hands the lock, whose record is `current`, to `ticket`'s waiter (any
+/// requestor slot is spent); `queued` is what it says of the queue (see `queued_after`).
+pub fn handed_to(
+    current: &LockRecord,
+    ticket: &Ticket,
+    now: UnixMillis,
+    queued: Option<u32>,
+) -> LockRecord {
+    succeeding(
+        current,
+        LockRecord {
+            queued,
+            ..LockRecord::held_by(holder_from(ticket, now))
+        },
+    )
 }
 
 /// True only while `token` is the token of the live holder (I3: no margin here).

@@ -1,7 +1,8 @@
 //! Renew, release and force release: what the holder (or an admin) may do to a lock.
 //!
 //! Keeps I2 (a renewal keeps its lease's token), I7 (`successor`: the requestor, else the
-//! queue's head) and I11 (`spent_entry`: a request's lease is never granted twice); see
+//! queue's head) and I11 (`succeeding` remembers the lease of the hold a write ends, and
+//! `spent_entry` never grants a lease that holds the lock or held it just before); see
 //! DESIGN.md, "Invariants".
 
 use super::{holder_with_lease, live_requestor, state, LockState};
@@ -47,19 +48,42 @@ pub fn decide_renew(
     };
     RenewDecision::Write(Box::new(LockRecord {
         holder: Some(renewed),
-        requestor: current.requestor.clone(),
-        queued: current.queued,
         forced: None,
+        ..current.clone()
     }))
 }
 
 /// Whether the queue entry a hand-off chose, whose ticket is `ticket`, is spent: its lease
-/// holds the lock in `record`, so its request was granted already (through another entry
+/// holds the lock in `record`, or held it in the hold the current one replaced
+/// (`LockRecord::ended_lease`), so its request was granted already (through another entry
 /// of the same `request_id`, whose late join this one is, or by an inline retry). Handing
-/// it the lock as that hold ends would grant the lease a second time, under a new token:
-/// the entry is removed instead, and the next one decided on (I11).
+/// it the lock would grant the lease a second time, under a new token: the entry is
+/// removed instead, and the next one decided on (I11).
 pub fn spent_entry(record: &LockRecord, ticket: &Ticket) -> bool {
     holder_with_lease(record, &ticket.lease_id).is_some()
+        || record.ended_lease == Some(ticket.lease_id)
+}
+
+/// `next`, to be written over `current`, with the lease of the latest hold that ended
+/// (`LockRecord::ended_lease`, which [`spent_entry`] reads): `current`'s holder's lease when
+/// `next` ends that hold (a hand-off, a takeover, a release or a force release), else the
+/// one `current` remembers (a grant of a free lock). Every record that may change the holder
+/// is built through here; one that keeps the holder (a renewal, a re-acquire, a mark, the
+/// requestor slot) copies the rest of `current`, this field with it (I11).
+pub fn succeeding(current: &LockRecord, next: LockRecord) -> LockRecord {
+    let hold_ends = match (&current.holder, &next.holder) {
+        (Some(was), Some(will)) => !was.same_grant(will),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let ending = current.holder.as_ref().and_then(|h| h.lease_id);
+    LockRecord {
+        ended_lease: match hold_ends {
+            true => ending.or(current.ended_lease),
+            false => current.ended_lease,
+        },
+        ..next
+    }
 }
 
 /// Who gets the lock when its holder lets go: the live requestor, else the queue's head (I7).

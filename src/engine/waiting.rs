@@ -96,10 +96,9 @@ pub fn after_leaving(record: &LockRecord, me: &str, ticket: &Ticket) -> AfterLea
         return AfterLeaving::Nothing;
     }
     AfterLeaving::Withdraw(Box::new(LockRecord {
-        holder: record.holder.clone(),
         requestor: None,
-        queued: record.queued,
         forced: None,
+        ..record.clone()
     }))
 }
 
@@ -139,6 +138,7 @@ pub fn decide_waiting(
         return if position == 0 {
             WaitDecision::Take {
                 record: Box::new(handed_to(
+                    current,
                     me,
                     now,
                     queued_after(current, queue, Some(my_id), true),
@@ -159,6 +159,7 @@ pub fn decide_waiting(
         if now >= limit {
             return if me.forceful {
                 revoking(
+                    current,
                     me,
                     holder,
                     now,
@@ -166,10 +167,10 @@ pub fn decide_waiting(
                 )
             } else {
                 let kept = LockRecord {
-                    holder: current.holder.clone(),
                     requestor: None,
                     queued: current.queued.max(Some(me.priority)),
                     forced: None,
+                    ..current.clone()
                 };
                 WaitDecision::GiveUpCleanup {
                     record: Box::new(kept),
@@ -187,6 +188,7 @@ pub fn decide_waiting(
     if may_preempt(me.priority, holder, live_requestor(current, queue)) {
         if holder.cleanup_ms == 0 {
             return revoking(
+                current,
                 me,
                 holder,
                 now,
@@ -219,10 +221,10 @@ pub fn decide_waiting(
             cleanup_deadline: Some(deadline),
         };
         let record = LockRecord {
-            holder: current.holder.clone(),
             requestor: Some(requestor),
             queued: current.queued.max(Some(me.priority)),
             forced: None,
+            ..current.clone()
         };
         return WaitDecision::Register {
             record: Box::new(record),
@@ -255,11 +257,17 @@ pub fn decide_waiting(
 
 /// Takes the lock from `holder`, a live holder that has not let go (so the record says
 /// `forced`, and the holder must be told).
-fn revoking(me: &Ticket, holder: &Holder, now: UnixMillis, queued: Option<u32>) -> WaitDecision {
+fn revoking(
+    current: &LockRecord,
+    me: &Ticket,
+    holder: &Holder,
+    now: UnixMillis,
+    queued: Option<u32>,
+) -> WaitDecision {
     WaitDecision::Take {
         record: Box::new(LockRecord {
             forced: Some(Forced::Preemption),
-            ..handed_to(me, now, queued)
+            ..handed_to(current, me, now, queued)
         }),
         revoked: Some(Box::new(holder.clone())),
     }

@@ -1,5 +1,5 @@
-//! The lock record: who holds a lock, who asked to preempt it, and whether callers wait in
-//! its queue. It is stored as Apache Helix's ZNRecord JSON (`znrecord`), so that a Helix
+//! The lock record: who holds a lock, who asked to preempt it, whether callers wait in its
+//! queue, and whose hold ended last (I11). It is stored as Apache Helix's ZNRecord JSON (`znrecord`), so that a Helix
 //! client and lockwarden read the same znode the same way.
 //!
 //! Keeps I2 (DESIGN.md, "Invariants"): a grant's token is its granting write's zxid
@@ -126,6 +126,12 @@ pub struct LockRecord {
     /// an admin's force release, or a preemptor's takeover after the cleanup window. Event
     /// streams, on any instance, tell these from a release by it.
     pub forced: Option<Forced>,
+    /// The lease (its seal, as [`Holder::lease_id`]) of the latest hold that ended: the one
+    /// the current holder replaced, or on a free record the last one. A queue entry made
+    /// under it is spent, never handed the lock (I11, `engine::spent_entry`); the engine
+    /// sets it (`engine::succeeding`). `None` on a record written by Helix or by a reader
+    /// that does not know the field, and once the collector has deleted the record.
+    pub ended_lease: Option<LeaseId>,
 }
 
 impl LockRecord {
@@ -135,6 +141,7 @@ impl LockRecord {
             requestor: None,
             queued: None,
             forced: None,
+            ended_lease: None,
         }
     }
 

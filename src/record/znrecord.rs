@@ -6,7 +6,8 @@
 //! extra `LW_*` fields, which Helix ignores.
 //!
 //! Keeps I2 (DESIGN.md, "Invariants"): the token a write keeps is stored as `LW_FENCING_TOKEN`, and
-//! a Helix record without it takes its last write's zxid.
+//! a Helix record without it takes its last write's zxid. I11's ended lease is stored as
+//! `LW_ENDED_LEASE_SEAL`, a seal as `LW_LEASE_SEAL` is; a record without it has none.
 
 use std::collections::BTreeMap;
 
@@ -73,6 +74,11 @@ impl LockRecord {
             &mut f,
             "LW_FORCED",
             self.forced.map(|f| f.as_str().to_string()),
+        );
+        put(
+            &mut f,
+            "LW_ENDED_LEASE_SEAL",
+            self.ended_lease.map(|l| l.to_string()),
         );
         if let Some(h) = h {
             put(&mut f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
@@ -203,6 +209,7 @@ impl LockRecord {
                 Some("preemption") => Some(Forced::Preemption),
                 _ => None,
             },
+            ended_lease: text("LW_ENDED_LEASE_SEAL").and_then(|seal| LeaseId::parse(seal).ok()),
         })
     }
 }
@@ -255,10 +262,12 @@ mod tests {
             }),
             queued: Some(9),
             forced: Some(Forced::Preemption),
+            ended_lease: Some(LeaseId::random()),
         };
         assert_eq!(LockRecord::decode(&record.encode()).unwrap(), record);
         let free = LockRecord {
             forced: Some(Forced::Admin),
+            ended_lease: Some(LeaseId::random()),
             ..LockRecord::default()
         };
         assert_eq!(LockRecord::decode(&free.encode()).unwrap(), free);
@@ -289,6 +298,10 @@ mod tests {
         assert_eq!(holder.cleanup_ms, 0);
         assert_eq!(holder.lease_id, None);
         assert!(record.requestor.is_none());
+        assert_eq!(
+            record.ended_lease, None,
+            "a record without LW_ENDED_LEASE_SEAL"
+        );
     }
 
     #[test]

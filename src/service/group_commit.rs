@@ -32,8 +32,9 @@
 //!   has since dropped and is applied after the listing: the caller then has two entries.
 //!   Its waiting removes the other as an orphan in any round that reads the queue, and when
 //!   it is granted through the other entry on a read. A caller handed the lock in process
-//!   reads nothing, so its other entry stays and may later be handed the lock under its
-//!   lease: a gap of I11 (DESIGN.md, "Invariants"). `tests/suite/group_commit.rs` loses
+//!   reads nothing, so its other entry stays; once its lease neither holds the lock nor
+//!   held it in the hold just replaced (`engine::spent_entry`), it may be handed the lock
+//!   under that lease: a gap of I11 (DESIGN.md, "Invariants"). `tests/suite/group_commit.rs` loses
 //!   such an answer on purpose.
 //! - **No orphan.** A joiner that goes away while it waits for a hand-off leaves the batch;
 //!   one that goes away after a hand-off took it has its new entry deleted by that release.

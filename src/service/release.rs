@@ -198,10 +198,18 @@ impl LockService {
                     }
                     let queued =
                         engine::queued_after(&record, &queue, Some(&to.id), !queue_remembered);
-                    (engine::handed_to(&ticket, now, queued), Some(to), to_here)
+                    (
+                        engine::handed_to(&record, &ticket, now, queued),
+                        Some(to),
+                        to_here,
+                    )
                 }
                 // Free the record rather than delete it; the collector deletes it later.
-                _ => (LockRecord::default(), None, false),
+                _ => (
+                    engine::succeeding(&record, LockRecord::default()),
+                    None,
+                    false,
+                ),
             };
             expected.forced = forced;
             // Callers joining the queue here ride on a hand-off (see `group_commit`), when

@@ -122,6 +122,7 @@ impl Run {
             requestor: None,
             queued: None,
             forced,
+            ended_lease: None,
         };
         let lock = name(lock);
         let outcome = match self.store.read(&lock, Fresh::Any, deadline).await.unwrap() {
