@@ -130,7 +130,8 @@ pub struct LockRecord {
     /// the current holder replaced, or on a free record the last one. A queue entry made
     /// under it is spent, never handed the lock (I11, `engine::spent_entry`); the engine
     /// sets it (`engine::succeeding`). `None` on a record written by Helix or by a reader
-    /// that does not know the field, and once the collector has deleted the record.
+    /// that does not know the field, and on a record the collector has fenced (its fence
+    /// writes a bare free record).
     pub ended_lease: Option<LeaseId>,
 }
 
