@@ -78,9 +78,10 @@ pub fn succeeding(current: &LockRecord, next: LockRecord) -> LockRecord {
     };
     let ending = current.holder.as_ref().and_then(|h| h.lease_id);
     LockRecord {
-        ended_lease: match hold_ends {
-            true => ending.or(current.ended_lease),
-            false => current.ended_lease,
+        ended_lease: if hold_ends {
+            ending.or(current.ended_lease)
+        } else {
+            current.ended_lease
         },
         ..next
     }
