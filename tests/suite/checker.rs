@@ -102,6 +102,29 @@ fn the_last_renew_counts_even_when_it_shortens_the_lease() {
     assert!(run(ops).is_clean());
 }
 
+/// Its caller cannot tell whether a lost renew with a shorter length landed, so the lease
+/// may be counted on only until that length after the renew's invoke.
+#[test]
+fn an_unknown_renew_may_have_shortened_the_lease() {
+    let shorter = |lease_ms| Call::Renew {
+        lease_id: "lease-a".to_owned(),
+        lease_ms: Some(lease_ms),
+    };
+    let history = |lease_ms| {
+        vec![
+            acquire(1, 0, 2000)
+                .at(T, T + 10)
+                .granted("lease-a", 10, T + 5, T + 2005),
+            Op::new(1, 0, L, shorter(lease_ms))
+                .at(T + 100, T + 3100)
+                .unknown(),
+            grant(2, 0, "lease-b", 20, 600, 700),
+        ]
+    };
+    assert!(run(history(300)).is_clean());
+    only(&run(history(1000)), Check::Overlap, 1);
+}
+
 #[test]
 fn a_release_call_ends_the_lease_whatever_its_answer() {
     let ops = vec![

@@ -14,7 +14,9 @@
 //! **Leases.** A lease (one `lease_id`) starts at its grant and lasts until its expiry,
 //! which each acknowledged (`200`) renew or re-acquire replaces with its own (the one
 //! invoked last counts: a renew may also shorten a lease). It ends at the latest at the
-//! invoke time of the first release call for it, whatever the answer.
+//! invoke time of the first release call for it, whatever the answer, and at the latest
+//! a new length after the invoke of a renew that asked for it and whose outcome is unknown
+//! (it may have shortened the lease, and its caller cannot tell).
 //!
 //! **Checks.** See [`Check`]. An outcome is unknown for a transport error, a client-side
 //! timeout or a 5xx; such a call may have taken effect at any time after its invoke (and
@@ -88,6 +90,8 @@ struct Lease<'h> {
     updates: Vec<Update<'h>>,
     /// The first release call for this lease (any outcome).
     release: Option<&'h Op>,
+    /// Renews with a new length whose outcome is unknown: each may have shortened the lease.
+    unsure: Vec<&'h Op>,
 }
 
 /// An op that set a lease's expiry.
@@ -112,13 +116,27 @@ impl<'h> Lease<'h> {
         known
     }
 
-    /// When the lease ended at the latest, and the op that says so.
+    /// When the lease ended at the latest, and the op that says so. A renew with a new length
+    /// whose outcome is unknown, invoked after the last acknowledged update, may have set an
+    /// expiry no later than its invoke time plus that length: its caller cannot count on more.
     fn end(&self) -> (i64, &'h Op) {
         let &Update { op, expiry, .. } = self.updates.last().unwrap();
-        match self.release {
+        let mut end = match self.release {
             Some(release) if release.invoke_ms < expiry => (release.invoke_ms, release),
             _ => (expiry, op),
+        };
+        for &renew in &self.unsure {
+            if let Call::Renew {
+                lease_ms: Some(ms), ..
+            } = renew.call
+            {
+                let bound = renew.invoke_ms + ms as i64;
+                if renew.invoke_ms > op.invoke_ms && bound < end.0 {
+                    end = (bound, renew);
+                }
+            }
         }
+        end
     }
 }
 
@@ -293,6 +311,7 @@ impl<'h> Checker<'h> {
                 priority: *priority,
                 updates: vec![Update { op, expiry, clock }],
                 release: None,
+                unsure: Vec::new(),
             });
         }
         for op in &history.ops {
@@ -320,6 +339,9 @@ impl<'h> Checker<'h> {
                         .notes
                         .push(format!("no expires_at in renew #{}", op.id)),
                 },
+                Call::Renew {
+                    lease_ms: Some(_), ..
+                } if op.outcome.is_unknown() => lease.unsure.push(op),
                 Call::Release { .. } if lease.release.is_none() => lease.release = Some(op),
                 _ => {}
             }
