@@ -299,3 +299,24 @@ fn a_write_that_keeps_the_holder_keeps_the_ended_lease_and_a_new_holder_replaces
     };
     assert_eq!(fresh.ended_lease, Some(lease));
 }
+
+#[test]
+fn a_waiter_whose_lease_held_the_lock_last_does_not_take_it_again() {
+    // A request_id call still waits while its retry was granted, and an admin then forced
+    // the lock free: its lease's hold has ended, and taking the lock would grant it again.
+    let (granted_record, _) = granted("h", NOW);
+    let waiting = late_join_of(&granted_record);
+    let freed = succeeding(&granted_record, LockRecord::default());
+    let w = waiter("h", 0, 3);
+    let queue = std::slice::from_ref(&w);
+    assert_eq!(
+        decide_waiting(&freed, queue, &waiting, &w.id, false, NOW),
+        WaitDecision::Fail(WaitFailure::LeaseEnded)
+    );
+    // Any other head takes it.
+    let other = ticket("w", 0, Some(1000), false);
+    assert!(matches!(
+        decide_waiting(&freed, queue, &other, &w.id, false, NOW),
+        WaitDecision::Take { .. }
+    ));
+}

@@ -221,6 +221,12 @@ pub fn decide_acquire(
             lease_id: new_lease_id,
         };
     }
+    // The hold that ended last was this call's lease (its grant landed, its answer lost, or
+    // a retry of its `request_id` was granted), and it ended: a grant now would hand the same
+    // lease a new token (I11).
+    if current.ended_lease == Some(new_lease_id) {
+        return AcquireDecision::Refuse(AcquireRefusal::LeaseEnded);
+    }
     if let Some(holder) = request
         .lease_id
         .as_ref()

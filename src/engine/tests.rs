@@ -373,6 +373,29 @@ fn a_retried_request_id_whose_lease_ran_out_is_not_reported_as_held() {
     );
 }
 
+#[test]
+fn a_call_whose_lease_held_the_lock_last_is_not_granted_it_again() {
+    let mut req = request("a");
+    req.request_id = Some(RequestId::parse("r1").unwrap());
+    let lease = LeaseId::random();
+    let AcquireDecision::Grant { record, .. } =
+        decide_acquire(&LockRecord::default(), &[], &req, NOW, lease)
+    else {
+        panic!()
+    };
+    // Force released: the lock is free, and remembers the lease whose hold ended.
+    let freed = succeeding(&record, LockRecord::default());
+    assert_eq!(freed.ended_lease, Some(lease));
+    assert_eq!(
+        decide_acquire(&freed, &[], &req, NOW.plus(10), lease),
+        AcquireDecision::Refuse(AcquireRefusal::LeaseEnded)
+    );
+    assert!(matches!(
+        decide_acquire(&freed, &[], &req, NOW.plus(10), LeaseId::random()),
+        AcquireDecision::Grant { .. }
+    ));
+}
+
 fn skewed(now: UnixMillis, max_skew_ms: u64) -> Clock {
     Clock { now, max_skew_ms }
 }

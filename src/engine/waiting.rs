@@ -18,6 +18,9 @@ pub enum WaitFailure {
     WaitTimeout,
     /// A higher requestor took this caller's requestor slot.
     Superseded,
+    /// This caller's lease held the lock in the hold that ended last: its request was granted
+    /// (to this call, its answer lost, or to a retry) and that grant has ended (I11).
+    LeaseEnded,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,6 +125,10 @@ pub fn decide_waiting(
     let now = clock.now;
     if current.holder.as_ref().and_then(|h| h.lease_id) == Some(me.lease_id) {
         return WaitDecision::Granted;
+    }
+    if current.ended_lease == Some(me.lease_id) {
+        // Taking the lock now would grant the ended lease again, under a new token (I11).
+        return WaitDecision::Fail(WaitFailure::LeaseEnded);
     }
     let Some(position) = queue.iter().position(|w| w.id == my_id) else {
         return WaitDecision::Vanished;

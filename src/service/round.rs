@@ -269,6 +269,7 @@ impl LockService {
                 let refusal = match failure {
                     WaitFailure::WaitTimeout => Refusal::WaitTimeout,
                     WaitFailure::Superseded => Refusal::Superseded,
+                    WaitFailure::LeaseEnded => Refusal::LeaseEnded,
                 };
                 self.leave_or_take(name, me, ticket, refusal).await
             }

@@ -102,8 +102,8 @@ fn the_last_renew_counts_even_when_it_shortens_the_lease() {
     assert!(run(ops).is_clean());
 }
 
-/// Its caller cannot tell whether a lost renew with a shorter length landed, so the lease
-/// may be counted on only until that length after the renew's invoke.
+/// Its caller cannot tell whether a renew with a shorter length that was not acknowledged
+/// landed, so the lease may be counted on only until that length after the renew's invoke.
 #[test]
 fn an_unknown_renew_may_have_shortened_the_lease() {
     let shorter = |lease_ms| Call::Renew {
@@ -123,6 +123,33 @@ fn an_unknown_renew_may_have_shortened_the_lease() {
     };
     assert!(run(history(300)).is_clean());
     only(&run(history(1000)), Check::Overlap, 1);
+    // A later refusal is no lost lease once that length has passed, nor is the refusal of
+    // such a renew itself.
+    let refused = |at: i64, done: i64, lease_ms: Option<u64>| {
+        let call = Call::Renew {
+            lease_id: "lease-a".to_owned(),
+            lease_ms,
+        };
+        Op::new(1, 0, L, call)
+            .at(T + at, T + done)
+            .refused(409, "not_owner")
+    };
+    let granted = || grant(1, 0, "lease-a", 10, 0, 10);
+    let shortened = Op::new(1, 0, L, shorter(300))
+        .at(T + 100, T + 3100)
+        .unknown();
+    assert!(run(vec![granted(), shortened.clone(), refused(500, 505, None)]).is_clean());
+    assert!(run(vec![granted(), refused(500, 700, Some(100))]).is_clean());
+    only(
+        &run(vec![granted(), refused(500, 700, Some(1000))]),
+        Check::LostLease,
+        1,
+    );
+    only(
+        &run(vec![granted(), shortened, refused(50, 55, None)]),
+        Check::LostLease,
+        1,
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //!   its grant ended, `409 lease_ended`, with the lock as it is now. Its store is fine;
 //! - its entry vanished with its instance's expired session: `503 store_unavailable`;
 //! - the first case for a call with a `request_id`, whose queue key other calls with that
-//!   id share, so that it cannot tell: `503 store_unavailable`, as before.
+//!   id share: the record remembers its lease as the hold that ended last, so it is told
+//!   `409 lease_ended` too.
 //!
 //! Either way nothing is left queued, and the lock goes on as if the caller had never come.
 
@@ -128,15 +129,17 @@ async fn a_waiter_whose_entry_vanished_with_its_session_gets_store_unavailable()
 }
 
 /// Calls that share a `request_id` share a queue key, and one may remove an entry another
-/// made or adopted; such a call cannot tell a hand-off from that, and keeps the old answer.
+/// made or adopted, so a vanished entry alone does not tell such a call it was handed the
+/// lock. The record does: it remembers the lease whose hold ended last, so the call is told
+/// its grant ended, as its retry would be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_a_request_id_the_same_loss_answers_store_unavailable() {
+async fn with_a_request_id_the_same_loss_answers_lease_ended_too() {
     let (a, b, lease, waiter) = a_waiter_on_b("keyed", 15_000, Some("r-1")).await;
     let preemptor = hand_over_and_preempt(&a, &b, "keyed", &lease).await;
 
     let (status, body) = answer(waiter).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "lease_ended", "{body}");
     assert_eq!(a.info("keyed").await["owner"], "p");
     let (status, released) = a
         .release("keyed", preemptor["lease_id"].as_str().unwrap())

@@ -15,8 +15,8 @@
 //! which each acknowledged (`200`) renew or re-acquire replaces with its own (the one
 //! invoked last counts: a renew may also shorten a lease). It ends at the latest at the
 //! invoke time of the first release call for it, whatever the answer, and at the latest
-//! a new length after the invoke of a renew that asked for it and whose outcome is unknown
-//! (it may have shortened the lease, and its caller cannot tell).
+//! a new length after the invoke of a renew that asked for it and was not acknowledged (it
+//! may have landed and shortened the lease, and its caller asked for no more).
 //!
 //! **Checks.** See [`Check`]. An outcome is unknown for a transport error, a client-side
 //! timeout or a 5xx; such a call may have taken effect at any time after its invoke (and
@@ -90,8 +90,10 @@ struct Lease<'h> {
     updates: Vec<Update<'h>>,
     /// The first release call for this lease (any outcome).
     release: Option<&'h Op>,
-    /// Renews with a new length whose outcome is unknown: each may have shortened the lease.
-    unsure: Vec<&'h Op>,
+    /// Renews with a new length that were not acknowledged (unknown, refused), each with its
+    /// invoke time plus that length: each may have shortened the lease, and its caller cannot
+    /// count on more.
+    shortening: Vec<Update<'h>>,
 }
 
 /// An op that set a lease's expiry.
@@ -105,7 +107,9 @@ struct Update<'h> {
 }
 
 impl<'h> Lease<'h> {
-    /// The last acknowledged update completed before `before` (test clock).
+    /// The last acknowledged update completed before `before` (test clock), or the bound a
+    /// renew with a new length invoked after it and before `before` sets (see
+    /// [`Lease::shortening`]), whichever ends first.
     fn known_expiry(&self, before: i64) -> Update<'h> {
         let mut known = self.updates[0];
         for &update in &self.updates[1..] {
@@ -113,30 +117,26 @@ impl<'h> Lease<'h> {
                 known = update;
             }
         }
-        known
+        self.shortened(known, before)
     }
 
-    /// When the lease ended at the latest, and the op that says so. A renew with a new length
-    /// whose outcome is unknown, invoked after the last acknowledged update, may have set an
-    /// expiry no later than its invoke time plus that length: its caller cannot count on more.
+    /// `known`, or the earliest bound of a renew with a new length that was not acknowledged,
+    /// invoked after `known`'s op and before `before`: it may have landed, and its caller
+    /// asked for no more than that length from its invoke.
+    fn shortened(&self, known: Update<'h>, before: i64) -> Update<'h> {
+        self.shortening
+            .iter()
+            .filter(|s| s.op.invoke_ms > known.op.invoke_ms && s.op.invoke_ms <= before)
+            .fold(known, |end, &s| if s.expiry < end.expiry { s } else { end })
+    }
+
+    /// When the lease ended at the latest, and the op that says so.
     fn end(&self) -> (i64, &'h Op) {
-        let &Update { op, expiry, .. } = self.updates.last().unwrap();
-        let mut end = match self.release {
-            Some(release) if release.invoke_ms < expiry => (release.invoke_ms, release),
-            _ => (expiry, op),
-        };
-        for &renew in &self.unsure {
-            if let Call::Renew {
-                lease_ms: Some(ms), ..
-            } = renew.call
-            {
-                let bound = renew.invoke_ms + ms as i64;
-                if renew.invoke_ms > op.invoke_ms && bound < end.0 {
-                    end = (bound, renew);
-                }
-            }
+        let last = self.shortened(*self.updates.last().unwrap(), i64::MAX);
+        match self.release {
+            Some(release) if release.invoke_ms < last.expiry => (release.invoke_ms, release),
+            _ => (last.expiry, last.op),
         }
-        end
     }
 }
 
@@ -311,7 +311,7 @@ impl<'h> Checker<'h> {
                 priority: *priority,
                 updates: vec![Update { op, expiry, clock }],
                 release: None,
-                unsure: Vec::new(),
+                shortening: Vec::new(),
             });
         }
         for op in &history.ops {
@@ -340,8 +340,12 @@ impl<'h> Checker<'h> {
                         .push(format!("no expires_at in renew #{}", op.id)),
                 },
                 Call::Renew {
-                    lease_ms: Some(_), ..
-                } if op.outcome.is_unknown() => lease.unsure.push(op),
+                    lease_ms: Some(ms), ..
+                } => lease.shortening.push(Update {
+                    op,
+                    expiry: op.invoke_ms + *ms as i64,
+                    clock: self.config.offset(op.instance),
+                }),
                 Call::Release { .. } if lease.release.is_none() => lease.release = Some(op),
                 _ => {}
             }
