@@ -2,9 +2,12 @@
 //! `sync`), when the queue that this instance remembers behind its own last hand-off is the
 //! whole queue, and when a read needs the queue at all.
 //!
+//! Each decision says, by its `trust`, whether it may be acted on the [`Basis`] it was made
+//! on, or which read to make it again on.
+//!
 //! Keeps I4 (DESIGN.md, "Invariants"): an answer that leaves every lease as it was (a
 //! refusal, a release that finds nothing to do) is given only on the latest copy, which
-//! shows the caller's own grant and renewals (`needs_latest_copy`). Keeps I7: a remembered queue
+//! shows the caller's own grant and renewals (`refusal_trust`). Keeps I7: a remembered queue
 //! is decided on only while nobody who could come first can have joined
 //! (`remembered_queue_holds`).
 
@@ -12,43 +15,107 @@ use crate::model::UnixMillis;
 use crate::record::LockRecord;
 use crate::waiter::Waiter;
 
-// Whether a decision may be answered only on the latest copy (`needs_latest_copy`): an answer
-// that leaves every lease as it was, given on a lagging copy, could tell a holder "not the
-// owner" of a lease it holds, or "released" while its lease goes on holding the lock. The
-// service reads the latest copy and decides again when a decision made on another says so.
-// Writes need no such read: they are conditional on the version read.
+/// What a decision was made on: how far the record and queue it saw can be trusted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Basis {
+    /// The record this instance wrote last and the queue it left behind it, neither read.
+    /// Callers of other instances may have joined since; only a decision to wait, which is
+    /// made again once the caller has joined, is taken on it by a call that is not yet in
+    /// the queue. A release takes it only where it still holds (`remembered_queue_holds`).
+    Remembered,
+    /// The record this instance wrote last, not read (the queue read when it mattered): good
+    /// for a conditional write, which fails if the record has changed, and for nothing else.
+    /// As a basis asked for: this, where the instance has it, else a read.
+    #[default]
+    Cached,
+    /// A read of the store, as the server the session is on has it (on ZooKeeper, a
+    /// follower that may lag writes acknowledged to others).
+    Read,
+    /// A read after a `sync`: no older than any write acknowledged before it.
+    Latest,
+}
+
+/// Whether a decision may be acted on as it was made, or must be made again on a read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    Act,
+    /// Decide again on this basis (`Read` or `Latest`).
+    ReadAgain(Basis),
+}
+
+/// The rule for an answer that leaves every lease as it was (a refusal, a release that finds
+/// nothing to do): given only on the latest copy, which shows the caller's own grant and
+/// renewals (I4). On a lagging copy it could tell a holder "not the owner" of a lease it
+/// holds, or "released" while its lease goes on holding the lock. Writes need no such read:
+/// they are conditional on the version read.
+pub fn refusal_trust(basis: Basis) -> Trust {
+    if basis == Basis::Latest {
+        Trust::Act
+    } else {
+        Trust::ReadAgain(Basis::Latest)
+    }
+}
+
+/// What is remembered only serves to wait: anything else is decided on a read.
+fn remembered_only_waits(waits: bool) -> Trust {
+    if waits {
+        Trust::Act
+    } else {
+        Trust::ReadAgain(Basis::Read)
+    }
+}
 
 impl super::AcquireDecision {
-    /// A refusal (see the rule above).
-    pub fn needs_latest_copy(&self) -> bool {
-        matches!(self, super::AcquireDecision::Refuse(_))
+    /// Remembered: only to wait. Cached: only to write (a grant), or to refuse after a
+    /// latest read. A refusal on the latest copy (I4).
+    pub fn trust(&self, basis: Basis) -> Trust {
+        use super::AcquireDecision::*;
+        match (basis, self) {
+            (Basis::Latest, _) => Trust::Act,
+            (Basis::Remembered, decision) => remembered_only_waits(*decision == Wait),
+            (_, Refuse(_)) => refusal_trust(basis),
+            (Basis::Cached, AlreadyGranted { .. } | Wait | OwnGrantLanded { .. }) => {
+                Trust::ReadAgain(Basis::Read)
+            }
+            _ => Trust::Act,
+        }
     }
 }
 
 impl super::RenewDecision {
-    /// "Not the owner" (see the rule above).
-    pub fn needs_latest_copy(&self) -> bool {
-        matches!(self, super::RenewDecision::NotOwner)
+    /// "Not the owner" on the latest copy (I4); a write on any.
+    pub fn trust(&self, basis: Basis) -> Trust {
+        match self {
+            super::RenewDecision::NotOwner => refusal_trust(basis),
+            super::RenewDecision::Write(_) => Trust::Act,
+        }
     }
 }
 
 impl super::ReleaseDecision {
-    /// "Not the owner", or nothing to release (see the rule above).
-    pub fn needs_latest_copy(&self) -> bool {
-        matches!(
-            self,
-            super::ReleaseDecision::NotOwner | super::ReleaseDecision::AlreadyFree
-        )
+    /// "Not the owner", or nothing to release, on the latest copy (I4); a write on any.
+    pub fn trust(&self, basis: Basis) -> Trust {
+        match self {
+            super::ReleaseDecision::NotOwner | super::ReleaseDecision::AlreadyFree => {
+                refusal_trust(basis)
+            }
+            _ => Trust::Act,
+        }
     }
 }
 
 impl super::WaitDecision {
-    /// Superseded (see the rule above); a wait that ran out is a matter of time alone.
-    pub fn needs_latest_copy(&self) -> bool {
-        matches!(
-            self,
-            super::WaitDecision::Fail(super::WaitFailure::Superseded)
-        )
+    /// Remembered: only to wait. Superseded on the latest copy (I4); a wait that ran out is a
+    /// matter of time alone.
+    pub fn trust(&self, basis: Basis) -> Trust {
+        use super::{WaitDecision, WaitFailure};
+        match (basis, self) {
+            (Basis::Remembered, decision) => {
+                remembered_only_waits(matches!(decision, WaitDecision::Wait { .. }))
+            }
+            (_, WaitDecision::Fail(WaitFailure::Superseded)) => refusal_trust(basis),
+            _ => Trust::Act,
+        }
     }
 }
 
@@ -103,16 +170,71 @@ mod tests {
             AcquireDecision, AcquireRefusal, ReleaseDecision, RenewDecision, WaitDecision,
             WaitFailure,
         };
-        assert!(AcquireDecision::Refuse(AcquireRefusal::LeaseEnded).needs_latest_copy());
-        assert!(!AcquireDecision::Wait.needs_latest_copy());
-        assert!(RenewDecision::NotOwner.needs_latest_copy());
+        use Basis::*;
+        let latest = Trust::ReadAgain(Latest);
+        let refused = AcquireDecision::Refuse(AcquireRefusal::LeaseEnded);
+        for (basis, want) in [(Cached, latest), (Read, latest), (Latest, Trust::Act)] {
+            assert_eq!(refused.trust(basis), want, "{basis:?}");
+            assert_eq!(RenewDecision::NotOwner.trust(basis), want);
+            assert_eq!(ReleaseDecision::NotOwner.trust(basis), want);
+            assert_eq!(ReleaseDecision::AlreadyFree.trust(basis), want);
+            let superseded = WaitDecision::Fail(WaitFailure::Superseded);
+            assert_eq!(superseded.trust(basis), want);
+        }
         let (record, _) = granted("h", NOW);
-        assert!(!RenewDecision::Write(Box::new(record)).needs_latest_copy());
-        assert!(ReleaseDecision::NotOwner.needs_latest_copy());
-        assert!(ReleaseDecision::AlreadyFree.needs_latest_copy());
-        assert!(WaitDecision::Fail(WaitFailure::Superseded).needs_latest_copy());
-        assert!(!WaitDecision::Fail(WaitFailure::WaitTimeout).needs_latest_copy());
-        assert!(!WaitDecision::Granted.needs_latest_copy());
+        assert_eq!(
+            RenewDecision::Write(Box::new(record)).trust(Cached),
+            Trust::Act
+        );
+        assert_eq!(AcquireDecision::Wait.trust(Read), Trust::Act);
+        let timeout = WaitDecision::Fail(WaitFailure::WaitTimeout);
+        assert_eq!(timeout.trust(Read), Trust::Act, "a matter of time alone");
+        assert_eq!(WaitDecision::Granted.trust(Read), Trust::Act);
+    }
+
+    #[test]
+    fn what_is_remembered_only_serves_to_wait() {
+        use crate::engine::{AcquireDecision, AcquireRefusal, WaitDecision};
+        use Basis::*;
+        let read = Trust::ReadAgain(Read);
+        assert_eq!(AcquireDecision::Wait.trust(Remembered), Trust::Act);
+        let refused = AcquireDecision::Refuse(AcquireRefusal::LockHeld);
+        assert_eq!(refused.trust(Remembered), read);
+        let (record, lease_id) = granted("h", NOW);
+        let grant = AcquireDecision::Grant {
+            record: record.clone(),
+            lease_id,
+        };
+        assert_eq!(grant.trust(Remembered), read);
+        let wait = WaitDecision::Wait {
+            until: None,
+            watch: crate::waiter::Watch::Record,
+        };
+        assert_eq!(wait.trust(Remembered), Trust::Act);
+        assert_eq!(WaitDecision::Granted.trust(Remembered), read);
+    }
+
+    #[test]
+    fn a_cached_record_is_only_good_for_a_conditional_write() {
+        use crate::engine::AcquireDecision;
+        use Basis::*;
+        let (record, lease_id) = granted("h", NOW);
+        let grant = AcquireDecision::Grant { record, lease_id };
+        assert_eq!(grant.trust(Cached), Trust::Act);
+        let read = Trust::ReadAgain(Read);
+        assert_eq!(AcquireDecision::Wait.trust(Cached), read);
+        assert_eq!(
+            AcquireDecision::AlreadyGranted { lease_id }.trust(Cached),
+            read
+        );
+        assert_eq!(
+            AcquireDecision::OwnGrantLanded { lease_id }.trust(Cached),
+            read
+        );
+        assert_eq!(
+            AcquireDecision::AlreadyGranted { lease_id }.trust(Read),
+            Trust::Act
+        );
     }
 
     #[test]

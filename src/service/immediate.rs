@@ -15,10 +15,10 @@ use super::{
     refused, snapshot, token_of, Granted, Immediate, LockService, Put, Read, Refusal, ServiceError,
     WaitBasis, MAX_ROUNDS,
 };
-use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest};
+use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest, Basis, Trust};
 use crate::model::{LeaseId, LockName, Priority};
 use crate::record::{Holder, LockRecord};
-use crate::store::{Stored, Version};
+use crate::store::Version;
 
 impl LockService {
     /// Acquires without waiting, or says that the call must wait in the queue.
@@ -69,77 +69,47 @@ impl LockService {
             (!likely_refused && (optimistic || waits_behind)).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
-        // The next round reads after a `sync`: it is to decide a refusal (see `reading`).
-        let mut refusing = likely_refused;
+        // The basis the next round reads on, when it does not decide on what is remembered.
+        let mut basis = if likely_refused {
+            Basis::Latest
+        } else {
+            Basis::Read
+        };
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
             let deadline = self.round_deadline(began);
             let now = self.wall.now();
-            let to_refuse = std::mem::take(&mut refusing);
+            let asked = std::mem::replace(&mut basis, Basis::Read);
             let Read {
                 stored,
                 record,
                 queue,
-                cached,
-                queue_remembered,
-                latest,
+                basis: on,
             } = match first.take() {
                 Some(Some((record, version, rest))) if waits_behind => {
                     Read::remembered(record, version, rest)
                 }
-                Some(None) if optimistic => Read {
-                    stored: None,
-                    record: LockRecord::default(),
-                    queue: Vec::new(),
-                    cached: true,
-                    queue_remembered: false,
-                    latest: false,
-                },
+                Some(None) if optimistic => Read::cached(None, Vec::new(), Basis::Cached),
                 Some(Some((record, version, _)))
                     if optimistic
                         && record.holder.is_none()
                         && record.requestor.is_none()
                         && record.queued.is_none() =>
                 {
-                    let stored = Some(Stored {
-                        record: record.clone(),
-                        version,
-                    });
-                    Read {
-                        stored,
-                        record,
-                        queue: Vec::new(),
-                        cached: true,
-                        queue_remembered: false,
-                        latest: false,
-                    }
+                    Read::cached(Some((record, version)), Vec::new(), Basis::Cached)
                 }
-                _ if to_refuse => self.read_latest(name, deadline).await?,
+                _ if asked == Basis::Latest => self.read_latest(name, deadline).await?,
                 _ => self.read(name, deadline, now, false).await?,
             };
             let done = |outcome| Ok(Immediate::Done(outcome));
-            let (next, lease_id, fresh) = match engine::decide_acquire(
-                &record,
-                &queue,
-                request,
-                self.clock(now),
-                new_lease,
-            ) {
-                // What is remembered only serves to wait: anything else is decided on a read.
-                AcquireDecision::Wait if queue_remembered => {
-                    return Ok(Immediate::MustWait(WaitBasis::Remembered))
-                }
-                _ if queue_remembered => continue,
-                // A decision not to write is only made on a fresh read, and a refusal on
-                // the latest copy (see `reading`).
-                AcquireDecision::AlreadyGranted { .. } | AcquireDecision::Wait if cached => {
-                    continue
-                }
-                ref refusal if refusal.needs_latest_copy() && !latest => {
-                    refusing = true;
-                    continue;
-                }
+            let decision =
+                engine::decide_acquire(&record, &queue, request, self.clock(now), new_lease);
+            if let Trust::ReadAgain(again) = decision.trust(on) {
+                basis = again;
+                continue;
+            }
+            let (next, lease_id, fresh) = match decision {
                 AcquireDecision::AlreadyGranted { lease_id } => {
                     // A retry is told "granted" only on a read after a sync: a lagging
                     // follower may still show a lease that has ended.
@@ -170,8 +140,10 @@ impl LockService {
                         self.clock(now),
                     )))
                 }
+                AcquireDecision::Wait if on == Basis::Remembered => {
+                    return Ok(Immediate::MustWait(WaitBasis::Remembered))
+                }
                 AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
-                AcquireDecision::OwnGrantLanded { .. } if cached => continue,
                 AcquireDecision::OwnGrantLanded { lease_id } => {
                     // An earlier round's grant, whose lost answer was read back (perhaps on
                     // another session, not ordered after it) before it landed: the caller's.

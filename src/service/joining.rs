@@ -207,7 +207,7 @@ impl LockService {
     /// is no such waiter, or when `limit` callers of the lock here are not yet counted
     /// against its cap (the guard returned counts this one until its first read).
     ///
-    /// Only a decision to wait is acted on (`Read::queue_remembered`). Waiting for that
+    /// Only a decision to wait is acted on (`Basis::Remembered`). Waiting for that
     /// waiter is safe although callers of other instances may stand between the two: it is
     /// ahead, so this caller is not at the head while it waits, and when its call ends this
     /// caller decides again, on what is remembered then or on a read.

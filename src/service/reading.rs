@@ -1,6 +1,6 @@
 //! Reading a lock for a decision: the record, and its queue when the decision can depend
-//! on it, read from the store or taken from what this instance remembers (`cache`). What is
-//! remembered is trusted only as far as `Read`'s flags say.
+//! on it, read from the store or taken from what this instance remembers (`cache`), with
+//! its `engine::Basis`; what a decision may be acted on is the engine's rule (its `trust`).
 //!
 //! **An answer that leaves a lease as it was is given on the latest copy.** A ZooKeeper
 //! follower answers reads from its own copy, which can lag the leader's (by milliseconds
@@ -11,7 +11,7 @@
 //! holding the lock, or "not the owner" of a lease it holds. Every refusal (renew, release,
 //! acquire, and a waiting caller's `too_many_waiters` and `superseded` in `round`), every
 //! release that finds nothing to do, and a `GET` asking whether an owner holds the lock are
-//! therefore decided on a read made after a `sync` (`read_latest`, `Source::Latest`), which
+//! therefore decided on a read made after a `sync` (`read_latest`, `Basis::Latest`), which
 //! shows every write acknowledged to anyone before it: the caller's own grant and renewals
 //! included. That read takes the record and the queue as one state, since a decision made on
 //! it may write after all (a release whose caller does hold the lock hands it on to the next
@@ -33,42 +33,24 @@
 use tokio::time::Instant;
 
 use super::{LockService, ServiceError};
-use crate::engine;
+use crate::engine::{self, Basis};
 use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Fresh, Stored, Version};
 use crate::waiter::Waiter;
 
-/// Where a round's read comes from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum Source {
-    /// What this instance wrote last, if it has it (`read_cached`), else the store.
-    #[default]
-    Cache,
-    /// The store, as the server the session is on has it.
-    Store,
-    /// The store after a `sync`: no older than any write acknowledged before the read.
-    Latest,
-}
-
-/// A record, and the queue when it was worth reading.
+/// A record, and the queue when it was worth reading, with what they are
+/// (`engine::Basis`): each decision's `trust` says what it may be acted on.
 pub(super) struct Read {
     pub stored: Option<Stored>,
     pub record: LockRecord,
     pub queue: Vec<Waiter>,
-    /// Taken from this instance's cache, not read: trust it only for a conditional write,
-    /// or for a decision to wait that is made again on a read once the caller has joined.
-    pub cached: bool,
-    /// The queue is the one remembered from this instance's last hand-off, not read: callers
-    /// may have joined behind it since.
-    pub queue_remembered: bool,
-    /// Read after a `sync` (`Source::Latest`).
-    pub latest: bool,
+    pub basis: Basis,
 }
 
 impl Read {
     /// What a read of the store found.
-    fn fresh(stored: Option<Stored>, queue: Vec<Waiter>, latest: bool) -> Read {
+    fn fresh(stored: Option<Stored>, queue: Vec<Waiter>, basis: Basis) -> Read {
         let record = stored
             .as_ref()
             .map(|s| s.record.clone())
@@ -77,25 +59,32 @@ impl Read {
             stored,
             record,
             queue,
-            cached: false,
-            queue_remembered: false,
-            latest,
+            basis,
+        }
+    }
+
+    /// The record this instance wrote last (`None`: none, as it remembers), not read, and the
+    /// queue: `Basis::Remembered` if it is the one left behind the record, else `Cached`.
+    pub(super) fn cached(
+        stored: Option<(LockRecord, Version)>,
+        queue: Vec<Waiter>,
+        basis: Basis,
+    ) -> Self {
+        let (record, stored) = match stored {
+            Some((record, version)) => (record.clone(), Some(Stored { record, version })),
+            None => (LockRecord::default(), None),
+        };
+        Read {
+            stored,
+            record,
+            queue,
+            basis,
         }
     }
 
     /// The record this instance wrote last and the queue it left behind it, not read.
     pub(super) fn remembered(record: LockRecord, version: Version, rest: Vec<Waiter>) -> Self {
-        Read {
-            stored: Some(Stored {
-                record: record.clone(),
-                version,
-            }),
-            record,
-            queue: rest,
-            cached: true,
-            queue_remembered: true,
-            latest: false,
-        }
+        Read::cached(Some((record, version)), rest, Basis::Remembered)
     }
 }
 
@@ -115,7 +104,7 @@ impl LockService {
                 .store
                 .read_with_queue(name, Fresh::Any, deadline)
                 .await?;
-            return Ok(Read::fresh(stored, queue, false));
+            return Ok(Read::fresh(stored, queue, Basis::Read));
         }
         let stored = self.store.read(name, Fresh::Any, deadline).await?;
         let worth_it = stored
@@ -126,7 +115,7 @@ impl LockService {
         } else {
             Vec::new()
         };
-        Ok(Read::fresh(stored, queue, false))
+        Ok(Read::fresh(stored, queue, Basis::Read))
     }
 
     /// The record and the queue as one state, after a `sync` (see the module doc). The
@@ -141,47 +130,35 @@ impl LockService {
             .store
             .read_with_queue(name, Fresh::Latest, deadline)
             .await?;
-        Ok(Read::fresh(stored, queue, true))
+        Ok(Read::fresh(stored, queue, Basis::Latest))
     }
 
-    /// The record this instance wrote last, if it has it, else a fresh read. The queue is
-    /// read only when the record says callers may wait, and not even then when the queue
-    /// this instance remembers behind the record still holds (`engine::remembered_queue_holds`).
-    /// `source` says whether the cache may serve, and how the store is read otherwise.
+    /// The record this instance wrote last, if it has it and `basis` is `Cached`, else a read
+    /// on `basis` (`Read` or `Latest`). The queue is read only when the record says callers
+    /// may wait, and not even then when the queue this instance remembers behind the record
+    /// still holds (`engine::remembered_queue_holds`): then the basis is `Remembered`.
     pub(super) async fn read_cached(
         &self,
         name: &LockName,
         deadline: Instant,
         now: UnixMillis,
-        source: Source,
+        basis: Basis,
     ) -> Result<Read, ServiceError> {
-        let cached = self.cache.get(name).filter(|_| source == Source::Cache);
+        let cached = self.cache.get(name).filter(|_| basis == Basis::Cached);
         let Some((record, version, rest)) = cached else {
-            return match source {
-                Source::Latest => self.read_latest(name, deadline).await,
-                Source::Cache | Source::Store => self.read(name, deadline, now, true).await,
+            return match basis {
+                Basis::Latest => self.read_latest(name, deadline).await,
+                _ => self.read(name, deadline, now, true).await,
             };
         };
-        let remembered = engine::remembered_queue_holds(&record, &rest);
-        let queue = if remembered {
+        let (queue, basis) = if engine::remembered_queue_holds(&record, &rest) {
             self.metrics.queue_reads_saved.inc();
-            rest
+            (rest, Basis::Remembered)
         } else if engine::may_have_waiters(&record) {
-            self.store.queue(name, deadline).await?
+            (self.store.queue(name, deadline).await?, Basis::Cached)
         } else {
-            Vec::new()
+            (Vec::new(), Basis::Cached)
         };
-        let stored = Some(Stored {
-            record: record.clone(),
-            version,
-        });
-        Ok(Read {
-            stored,
-            record,
-            queue,
-            cached: true,
-            queue_remembered: remembered,
-            latest: false,
-        })
+        Ok(Read::cached(Some((record, version)), queue, basis))
     }
 }

@@ -16,13 +16,12 @@ use tokio::time::Instant;
 
 use super::events::{affected_by, EventKind};
 use super::group_commit::Rider;
-use super::reading::Source;
 use super::reconcile::{tell_handed, UnsettledHandOff};
 use super::{
     refused, snapshot, LockService, LockSnapshot, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
 use crate::audit::{Actor, AuditRecord};
-use crate::engine::{self, ReleaseDecision};
+use crate::engine::{self, Basis, ReleaseDecision, Trust};
 use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
@@ -109,7 +108,7 @@ impl LockService {
         forced: Option<Forced>,
     ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
         let began = Instant::now();
-        let mut source = Source::Cache;
+        let mut basis = Basis::Cached;
         // The record whose hold a round's write set out to end, when that write's lost answer
         // was read back as not landed. That read may have gone out on another session than the
         // write (a stand-in, a new session), which is not ordered after it, so the write may
@@ -126,16 +125,14 @@ impl LockService {
             // a sync: the next read may go out on another session than that one, and only a
             // read after a sync can show the hold gone (see `reading`).
             let this_round = match ending {
-                Some(_) => Source::Latest,
-                None => std::mem::replace(&mut source, Source::Store),
+                Some(_) => Basis::Latest,
+                None => std::mem::replace(&mut basis, Basis::Read),
             };
             let Read {
                 stored,
                 record,
                 queue,
-                queue_remembered,
-                latest,
-                ..
+                basis: on,
             } = self.read_cached(name, deadline, now, this_round).await?;
             // Once such a read shows that hold gone, it has ended as the call asked, whoever
             // ended it, as `engine::landed` judges a lost answer. Deciding again would refuse
@@ -145,7 +142,10 @@ impl LockService {
                 (Some(was), Some(now)) => was.same_grant(now),
                 _ => false,
             };
-            if let Some(ended) = ending.as_ref().filter(|e| latest && !held_still(e)) {
+            if let Some(ended) = ending
+                .as_ref()
+                .filter(|e| on == Basis::Latest && !held_still(e))
+            {
                 tell_handed(&self.local, name, &record, &queue, &unsettled.tried);
                 unsettled.armed = false;
                 return Ok((
@@ -154,13 +154,11 @@ impl LockService {
                 ));
             }
             let decision = decide(&record, &queue, now);
+            if let Trust::ReadAgain(again) = decision.trust(on) {
+                basis = again;
+                continue;
+            }
             let stored = match (&decision, stored) {
-                // A cached record is only good for a conditional write, and an answer that
-                // changes nothing is given on the latest copy (`needs_latest_copy`).
-                (decision, _) if decision.needs_latest_copy() && !latest => {
-                    source = Source::Latest;
-                    continue;
-                }
                 (ReleaseDecision::NotOwner, _) => {
                     return Err(refused(
                         Refusal::NotOwner,
@@ -193,11 +191,15 @@ impl LockService {
                         // lock. The next round decides on a copy that shows it gone.
                         self.store.leave(name, to, deadline).await?;
                         self.cache.forget(name);
-                        source = Source::Latest;
+                        basis = Basis::Latest;
                         continue;
                     }
-                    let queued =
-                        engine::queued_after(&record, &queue, Some(&to.id), !queue_remembered);
+                    let queued = engine::queued_after(
+                        &record,
+                        &queue,
+                        Some(&to.id),
+                        on != Basis::Remembered,
+                    );
                     (
                         engine::handed_to(&record, &ticket, now, queued),
                         Some(to),

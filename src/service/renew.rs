@@ -6,12 +6,11 @@
 
 use tokio::time::Instant;
 
-use super::reading::Source;
 use super::release::too_busy;
 use super::{
     refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
-use crate::engine::{self, RenewDecision};
+use crate::engine::{self, Basis, RenewDecision, Trust};
 use crate::model::{LeaseId, LockName};
 
 impl LockService {
@@ -22,32 +21,25 @@ impl LockService {
         lease_ms: Option<u64>,
     ) -> Result<LockSnapshot, ServiceError> {
         let began = Instant::now();
-        let mut source = Source::Cache;
+        let mut basis = Basis::Cached;
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
             let deadline = self.round_deadline(began);
             let now = self.wall.now();
+            let asked = std::mem::replace(&mut basis, Basis::Read);
             let Read {
                 stored,
                 record,
                 queue,
-                latest,
-                ..
-            } = self
-                .read_cached(
-                    name,
-                    deadline,
-                    now,
-                    std::mem::replace(&mut source, Source::Store),
-                )
-                .await?;
-            let next = match engine::decide_renew(&record, lease_id, lease_ms, now) {
-                // A refusal is decided on the latest copy (`needs_latest_copy`).
-                ref refusal if refusal.needs_latest_copy() && !latest => {
-                    source = Source::Latest;
-                    continue;
-                }
+                basis: on,
+            } = self.read_cached(name, deadline, now, asked).await?;
+            let decision = engine::decide_renew(&record, lease_id, lease_ms, now);
+            if let Trust::ReadAgain(again) = decision.trust(on) {
+                basis = again;
+                continue;
+            }
+            let next = match decision {
                 RenewDecision::NotOwner => {
                     return Err(refused(
                         Refusal::NotOwner,

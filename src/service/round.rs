@@ -14,7 +14,7 @@ use super::events::{AcquireAudit, EventKind};
 use super::joining::Grace;
 use super::waiting::{Step, WaitState};
 use super::{refused, snapshot, token_of, Granted, LockService, Put, Read, Refusal, ServiceError};
-use crate::engine::{self, WaitDecision, WaitFailure};
+use crate::engine::{self, Basis, Trust, WaitDecision, WaitFailure};
 use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
@@ -102,17 +102,15 @@ impl LockService {
         };
         // A refusal is decided on the latest copy (see `reading`): a lagging one may still
         // list waiters that have left, or not yet show this caller as the requestor.
-        let to_refuse = std::mem::take(&mut state.refusing);
+        let asked = std::mem::replace(&mut state.basis, Basis::Read);
         let Read {
             stored,
             record,
             queue,
-            queue_remembered,
-            latest,
-            ..
+            basis: on,
         } = match remembered {
             Some(read) => read,
-            None if to_refuse => self.read_latest(name, deadline).await?,
+            None if asked == Basis::Latest => self.read_latest(name, deadline).await?,
             None => self.read(name, deadline, now, true).await?,
         };
         for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
@@ -123,12 +121,12 @@ impl LockService {
             state.was_requestor = true;
         }
         let version = stored.as_ref().map(|s| s.version);
-        if !state.admitted && !queue_remembered {
+        if !state.admitted && on != Basis::Remembered {
             // Callers a hand-off carried in whose first round read nothing are not counted
             // yet: at most `MAX_RIDERS` per lock and instance (see `rider_turn`).
             if engine::over_waiters_cap(&queue, me, ticket.priority, self.max_waiters_per_lock) {
-                if !latest {
-                    state.refusing = true;
+                if let Trust::ReadAgain(again) = engine::refusal_trust(on) {
+                    state.basis = again;
                     return Ok(Step::Again);
                 }
                 self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
@@ -156,8 +154,8 @@ impl LockService {
             state.was_requestor,
             self.clock(now),
         );
-        if queue_remembered && !matches!(decision, WaitDecision::Wait { .. }) {
-            // What is remembered only serves to wait: anything else is decided on a read.
+        if let Trust::ReadAgain(again) = decision.trust(on) {
+            state.basis = again;
             return Ok(Step::Again);
         }
         match decision {
@@ -259,10 +257,6 @@ impl LockService {
                         .leave_or_take(name, me, ticket, Refusal::CleanupTimeout)
                         .await;
                 }
-                Ok(Step::Again)
-            }
-            ref superseded if superseded.needs_latest_copy() && !latest => {
-                state.refusing = true;
                 Ok(Step::Again)
             }
             WaitDecision::Fail(failure) => {

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::local::{Notice, Uncounted};
 use super::{AcquireOutcome, LockService, ServiceError, WaitBasis};
-use crate::engine::AcquireRequest;
+use crate::engine::{AcquireRequest, Basis};
 use crate::metrics::{WaitLimit, Wakeup};
 use crate::model::{LockName, UnixMillis};
 use crate::store::EntrySession;
@@ -57,9 +57,10 @@ pub(super) struct WaitState<'a> {
     pub(super) handed: tokio::sync::watch::Receiver<Notice>,
     /// The last round waited out the head's grace with no word from a release here.
     pub(super) grace_ran_out: bool,
-    /// The last round would have refused the caller on a read not made after a `sync`: the
-    /// next one reads after one (see `reading`).
-    pub(super) refusing: bool,
+    /// What the next round reads on when it does not decide on what is remembered:
+    /// `Latest` after a round whose decision needed the latest copy (its `trust`), else
+    /// `Read`.
+    pub(super) basis: Basis,
 }
 
 /// The queue key of a call: derived from its request id, so a retry finds its entry, or
@@ -123,7 +124,7 @@ impl LockService {
             entry_session,
             handed: handed.clone(),
             grace_ran_out: false,
-            refusing: false,
+            basis: Basis::Read,
         };
         let outcome = self
             .wait_turn(name, &me, &ticket, state, &mut cancelled, &mut handed)
