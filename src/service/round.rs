@@ -32,7 +32,7 @@ fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
 /// Whether a waiting call whose rounds have failed for `troubled` stops trying, and answers
 /// the last error (503). It tries for the store timeout in any case; then, while its wait has
 /// not run out, for as long as its queue entry may outlive the loss of contact with the store
-/// (`LockStore::entry_outlives_outage`). A waiter parked on its watch never notices a short
+/// (`store::EntryLife`). A waiter parked on its watch never notices a short
 /// outage (an election, a lost connection), and one whose round happened to fall into it
 /// must not lose its place for it: the entry is still there, and the first round after the
 /// outage goes on as if nothing happened. Beyond that time the entry has most likely gone with
@@ -67,7 +67,7 @@ impl LockService {
                 if gives_up_in_trouble(
                     since.elapsed(),
                     self.store_timeout,
-                    self.store.entry_outlives_outage(),
+                    self.store.entry_life().outlives_outage,
                     waited_out,
                 ) {
                     self.reconciler.sweep(name, Some(me), ticket);
@@ -273,7 +273,7 @@ impl LockService {
             }
             WaitDecision::Vanished => {
                 let session = state.entry_session;
-                if !session.is_some_and(|s| self.store.entry_session_alive(s)) {
+                if session.is_none() || self.store.entry_life().session != session {
                     return Err(ServiceError::StoreUnavailable(
                         "the queue entry vanished with its store session".into(),
                     ));

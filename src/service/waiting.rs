@@ -46,7 +46,7 @@ pub(super) struct WaitState<'a> {
     /// instance knows. Dropped once a read of the queue has counted it.
     pub(super) uncounted: Option<Uncounted<'a>>,
     /// The store session this call's queue entry was made on, when it is known to be one
-    /// session from before the join to after it (see `LockStore::entry_session_alive`), and
+    /// session from before the join to after it (see `store::EntryLife`), and
     /// the entry is this call's alone: its key is random, since the call has no `request_id`.
     /// (Calls sharing a `request_id` share a key, and one may remove an entry another made or
     /// adopted: see `round` and `leaving`.)
@@ -103,7 +103,7 @@ impl LockService {
         let ticket = request.ticket(waiter_key(name, request, new_lease), new_lease, received_at);
         // Only an entry whose key is this call's alone (no `request_id`) can be judged.
         let own_key = request.request_id.is_none();
-        let session_before = own_key.then(|| self.store.entry_session()).flatten();
+        let session_before = own_key.then(|| self.store.entry_life().session).flatten();
         let (me, carried) = match self.join(name, &ticket, basis).await {
             Ok(joined) => joined,
             Err(error) => {
@@ -111,7 +111,7 @@ impl LockService {
                 return Err(error);
             }
         };
-        let entry_session = session_before.filter(|&s| self.store.entry_session() == Some(s));
+        let entry_session = session_before.filter(|&s| self.store.entry_life().session == Some(s));
         let (mut handed, _registered) = self.local.register(name, &me, &ticket);
         let state = WaitState {
             received,

@@ -27,9 +27,29 @@ pub struct Stored {
     pub version: Version,
 }
 
-/// A store session that owns queue entries (see [`LockStore::entry_session`]).
+/// A store session that owns queue entries (see [`EntryLife`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntrySession(pub i64);
+
+/// What queue entries live and die with, as this instance sees it now
+/// ([`LockStore::entry_life`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryLife {
+    /// The store session that entries made now are made on, while it is connected and
+    /// alive (`None` otherwise). A session that is this both before a join and after it was
+    /// so throughout (a replaced session never comes back), so the entry made in between is
+    /// on it and has not vanished with it: an entry that is gone was then removed by a
+    /// write. For an entry whose key is its call's alone, the only such write other than the
+    /// call's own leaving is a hand-off to it. (Judged by the client's view of its session;
+    /// a session that expired while the client still thinks it connected would be taken for
+    /// alive. Only the error a caller gets depends on it.)
+    pub session: Option<EntrySession>,
+    /// How long a queue entry may outlive this instance's loss of contact with the store:
+    /// ZooKeeper keeps a disconnected session, and the entries made on it, for its session
+    /// timeout. A waiting call that cannot reach the store keeps trying about that long,
+    /// since its place may still be there (see `service::round::gives_up_in_trouble`).
+    pub outlives_outage: Duration,
+}
 
 /// Identifies the exact state a record was read in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,30 +196,13 @@ pub trait LockStore: Send + Sync + 'static {
         fresh: Fresh,
         deadline: Instant,
     ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
-    /// The store session that queue entries made now live and die with (`None` while there
-    /// is none). Asked before a join and again after it, it tells later whether an entry
-    /// that is gone can have vanished with its session (see [`LockStore::entry_session_alive`]).
-    /// The in-memory store's entries never vanish that way: it always answers `Some(0)`.
-    fn entry_session(&self) -> Option<EntrySession> {
-        Some(EntrySession(0))
-    }
-    /// Whether `session` is still the one entries are made on, and alive. If it was that
-    /// before a join and is still now, the entry made in between was made on it and has not
-    /// vanished with it: an entry that is gone was then removed by a write. For an entry
-    /// whose key is its call's alone, the only such write other than the call's own leaving
-    /// is a hand-off to it. (Judged by the client's view of its session; a session that
-    /// expired while the client still thinks it connected would be taken for alive. Only the
-    /// error a caller gets depends on it.)
-    fn entry_session_alive(&self, _session: EntrySession) -> bool {
-        true
-    }
-    /// How long a queue entry may outlive this instance's loss of contact with the store:
-    /// ZooKeeper keeps a disconnected session, and the entries made on it, for its session
-    /// timeout. A waiting call that cannot reach the store keeps trying about that long,
-    /// since its place may still be there (see `service::round::gives_up_in_trouble`). The
-    /// in-memory store never loses contact.
-    fn entry_outlives_outage(&self) -> Duration {
-        Duration::ZERO
+    /// What queue entries live and die with (see [`EntryLife`]). The in-memory store's
+    /// entries never vanish with a session and outlive no outage: session `0`, always alive.
+    fn entry_life(&self) -> EntryLife {
+        EntryLife {
+            session: Some(EntrySession(0)),
+            outlives_outage: Duration::ZERO,
+        }
     }
     /// Joins the queue. The entry lives as long as this instance's store session. If an
     /// entry with the ticket's key exists already (a retry), that entry is returned. A

@@ -2,14 +2,15 @@
 //! dice ([`SimStore::send`]), and the apply step that lands a write on the leader.
 
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::super::{
-    Change, EntrySession, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
-    StoreError, Stored, Version, Wake, WriteOutcome,
+    Change, EntryLife, EntrySession, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore,
+    RecordWrite, StoreError, Stored, Version, Wake, WriteOutcome,
 };
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -140,12 +141,11 @@ impl LockStore for SimStore {
         self.read_view(name, fresh == Fresh::Latest).await
     }
 
-    fn entry_session(&self) -> Option<EntrySession> {
-        Some(EntrySession(self.session().id))
-    }
-
-    fn entry_session_alive(&self, session: EntrySession) -> bool {
-        self.session().id == session.0
+    fn entry_life(&self) -> EntryLife {
+        EntryLife {
+            session: Some(EntrySession(self.session().id)),
+            outlives_outage: Duration::ZERO,
+        }
     }
 
     async fn enqueue(

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use zookeeper_client as zk;
 
 use super::{
-    EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite, StoreError, Stored,
-    Version, WriteOutcome,
+    EntryLife, EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite,
+    StoreError, Stored, Version, WriteOutcome,
 };
 use crate::metrics::zookeeper::{ZkMetrics, ZkOp};
 use crate::model::LockName;
@@ -215,16 +215,11 @@ impl LockStore for ZkStore {
             .await
     }
 
-    fn entry_session(&self) -> Option<EntrySession> {
-        self.session.primary_id().map(EntrySession)
-    }
-
-    fn entry_session_alive(&self, session: EntrySession) -> bool {
-        self.session.primary_alive(session.0)
-    }
-
-    fn entry_outlives_outage(&self) -> Duration {
-        self.session.session_timeout()
+    fn entry_life(&self) -> EntryLife {
+        EntryLife {
+            session: self.session.primary_alive_id().map(EntrySession),
+            outlives_outage: self.session.session_timeout(),
+        }
     }
 
     async fn enqueue(

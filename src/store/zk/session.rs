@@ -201,26 +201,17 @@ impl ZkSession {
     }
 
     /// The primary session's id, if there is a primary (connected or not).
-    pub fn primary_id(&self) -> Option<i64> {
-        self.shared
-            .current
-            .borrow()
-            .as_ref()
-            .map(|primary| primary.session_id().0)
-    }
-
-    /// Whether session `id` is the primary and connected. A replaced primary never comes
-    /// back (every new session has a new id), so a session that is primary both before and
-    /// after something happened was primary throughout, and connected now means it has not
+    /// The primary session's id while it is connected. A replaced primary never comes back
+    /// (every new session has a new id), so a session that is this both before and after
+    /// something happened was primary throughout, and connected now means it has not
     /// expired: its ephemeral nodes are all still there unless a write removed them.
-    pub fn primary_alive(&self, id: i64) -> bool {
+    pub fn primary_alive_id(&self) -> Option<i64> {
         self.shared
             .current
             .borrow()
             .as_ref()
-            .is_some_and(|primary| {
-                primary.session_id().0 == id && primary.state() == zk::SessionState::SyncConnected
-            })
+            .filter(|primary| primary.state() == zk::SessionState::SyncConnected)
+            .map(|primary| primary.session_id().0)
     }
 
     /// The live client as it changes (`None` while a session is being built).
