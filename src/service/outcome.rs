@@ -28,9 +28,7 @@ use crate::record::LockRecord;
 use crate::store::{Fresh, RecordWrite, StoreError, Stored, Version, WriteOutcome};
 
 impl LockService {
-    /// Writes `next` over what was read. A lost answer is settled by reading again: requests
-    /// on one session are answered in order, so that read sees the write if it landed (on
-    /// another session it may not yet; see the module doc).
+    /// Writes `next` over what was read, and settles a lost answer (`settle`).
     pub(super) async fn put(
         &self,
         name: &LockName,
@@ -58,38 +56,80 @@ impl LockService {
                     .await
             }
         };
+        let before = current.map(|s| &s.record);
+        Ok(
+            match self.settle(name, before, next, written, deadline).await? {
+                Settled::Landed(landed, version) => Put::Landed(landed, version),
+                Settled::NestedLocks => Put::NestedLocks,
+                Settled::Conflict | Settled::NotLanded | Settled::Collected => Put::Raced,
+            },
+        )
+    }
+
+    /// What a conditional write of `next` over `before` (`None`: no record) came to, given
+    /// its store answer `written`: the one place a lost answer is settled. It is read back
+    /// after a `sync` and recognised by what only the write could have done
+    /// (`engine::landed`): requests on one session are answered in order, so that read sees
+    /// the write if it landed (on another session it may not yet; see the module doc).
+    pub(super) async fn settle(
+        &self,
+        name: &LockName,
+        before: Option<&LockRecord>,
+        next: LockRecord,
+        written: Result<WriteOutcome, StoreError>,
+        deadline: Instant,
+    ) -> Result<Settled, ServiceError> {
         match written {
             Ok(WriteOutcome::Written { zxid, version }) => {
                 let mut landed = next;
                 landed.resolve_token(zxid);
-                Ok(Put::Landed(Box::new(landed), version))
+                Ok(Settled::Landed(Box::new(landed), version))
             }
             Ok(WriteOutcome::Conflict) => {
                 self.cache.forget(name);
-                Ok(Put::Raced)
+                Ok(Settled::Conflict)
             }
-            Ok(WriteOutcome::NestedLocks) => Ok(Put::NestedLocks),
+            Ok(WriteOutcome::NestedLocks) => Ok(Settled::NestedLocks),
             Err(StoreError::OutcomeUnknown(why)) => {
                 warn!(lock = %name, %why, "a write's answer was lost; reading back its outcome");
                 self.cache.forget(name);
                 if self.planted.guess_landed {
-                    return Ok(Put::Landed(Box::new(next), Version::plain(0)));
+                    return Ok(Settled::Landed(Box::new(next), Version::plain(0)));
                 }
-                let before = current.map(|s| &s.record);
                 match self
                     .store
                     .read(name, Fresh::Latest, self.settle_by(deadline))
                     .await?
                 {
                     Some(stored) if engine::landed(before, &next, &stored.record) => {
-                        Ok(Put::Landed(Box::new(stored.record), stored.version))
+                        Ok(Settled::Landed(Box::new(stored.record), stored.version))
                     }
-                    _ => Ok(Put::Raced),
+                    // A free record is deleted only by the collector, once it has been free
+                    // for a delay: the write that freed it landed, or one that ended the same
+                    // hold did.
+                    None if next.is_free() && next.queued.is_none() => Ok(Settled::Collected),
+                    _ => Ok(Settled::NotLanded),
                 }
             }
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// What a conditional write came to ([`LockService::settle`]).
+pub(super) enum Settled {
+    /// It landed: the record as written (its token resolved) or as read back, and its
+    /// version.
+    Landed(Box<LockRecord>, Version),
+    /// It wrote a free record, its answer was lost, and the record is gone: collected.
+    Collected,
+    /// Its answer was lost and the read back does not show it. On another session than the
+    /// write's, it may still land (see the module doc).
+    NotLanded,
+    /// Refused by its condition: it never lands.
+    Conflict,
+    /// The name is the parent of nested locks.
+    NestedLocks,
 }
 
 /// A write that gives the lock to another lease than holds it (for `Planted::blind_grant`).

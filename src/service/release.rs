@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use super::events::{affected_by, EventKind};
 use super::group_commit::Rider;
+use super::outcome::Settled;
 use super::reconcile::{tell_handed, UnsettledHandOff};
 use super::{
     refused, snapshot, LockService, LockSnapshot, Read, Refusal, ServiceError, MAX_ROUNDS,
@@ -26,7 +27,7 @@ use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
 use crate::model::{LeaseId, LockName, UnixMillis};
 use crate::record::{Forced, LockRecord};
-use crate::store::{Fresh, Joined, RecordWrite, StoreError, Version, WriteOutcome};
+use crate::store::{Joined, RecordWrite, Version};
 use crate::waiter::{Ticket, Waiter};
 
 /// Where the write that ended a hold left the record. (A local value of one call: the size
@@ -267,38 +268,22 @@ impl LockService {
                         .await
                 }
             };
-            let landed = match outcome {
-                Ok(WriteOutcome::Written { zxid, version }) => {
-                    let mut landed = expected;
-                    landed.resolve_token(zxid);
-                    Some(Landed::At(landed, version))
-                }
-                // A lost answer is settled by reading: the session answers in order.
-                Err(StoreError::OutcomeUnknown(_)) => {
-                    match self
-                        .store
-                        .read(name, Fresh::Latest, self.settle_by(deadline))
-                        .await?
-                    {
-                        Some(now_stored)
-                            if engine::landed(Some(&record), &expected, &now_stored.record) =>
-                        {
-                            Some(Landed::At(now_stored.record, now_stored.version))
-                        }
-                        // Gone: freed and already collected, so the release landed.
-                        None if to.is_none() => Some(Landed::Collected),
-                        _ => {
-                            ending = Some(record.clone());
-                            None
-                        }
-                    }
+            let landed = match self
+                .settle(name, Some(&record), expected, outcome, deadline)
+                .await?
+            {
+                Settled::Landed(landed, version) => Some(Landed::At(*landed, version)),
+                // Gone: freed and already collected, so the release landed.
+                Settled::Collected => Some(Landed::Collected),
+                Settled::NotLanded => {
+                    ending = Some(record.clone());
+                    None
                 }
                 // Refused by its condition: it never lands. One before it still may.
-                Ok(_) => {
+                Settled::Conflict | Settled::NestedLocks => {
                     unsettled.armed = ending.is_some();
                     None
                 }
-                Err(error) => return Err(error.into()),
             };
             let Some(landed) = landed else {
                 // Decide again on a fresh read.
