@@ -21,6 +21,7 @@ use crate::engine::{self, AcquireRequest};
 use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority};
 use crate::store::Fresh;
+use crate::store::Reads;
 
 impl LockService {
     /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller

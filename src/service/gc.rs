@@ -52,6 +52,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::model::LockName;
+use crate::store::Reads;
 use crate::store::{Fresh, ListQuery, LockStore, RecordWrite, Stored, WriteOutcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

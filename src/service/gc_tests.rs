@@ -3,6 +3,7 @@
 use super::*;
 use crate::record::LockRecord;
 use crate::store::memory::MemoryStore;
+use crate::store::Reads;
 use crate::store::{Fresh, RecordWrite, Version};
 
 const DELAY: Duration = Duration::from_millis(300);

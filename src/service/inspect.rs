@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::{snapshot, LockService, LockSnapshot, ServiceError};
 use crate::engine;
 use crate::model::{FencingToken, LockName};
+use crate::store::Reads;
 use crate::store::{Fresh, ListQuery};
 use crate::waiter::Waiter;
 

@@ -16,6 +16,7 @@ use super::{LockService, Put, Read, ServiceError, WaitBasis};
 use crate::engine;
 use crate::metrics::JoinedBy;
 use crate::model::LockName;
+use crate::store::Reads;
 use crate::store::{Fresh, Stored, Version, Wake};
 use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};

@@ -24,6 +24,7 @@ use super::waiting::Step;
 use super::{refused, LockService, Read, Refusal, ServiceError};
 use crate::engine::{self, holder_with_lease, AfterLeaving};
 use crate::model::LockName;
+use crate::store::Reads;
 use crate::store::{Fresh, RecordWrite, WriteOutcome};
 use crate::waiter::{Ticket, Waiter};
 

@@ -25,6 +25,7 @@ use super::{LockService, Put, ServiceError};
 use crate::engine;
 use crate::model::LockName;
 use crate::record::LockRecord;
+use crate::store::Reads;
 use crate::store::{Fresh, RecordWrite, StoreError, Stored, Version, WriteOutcome};
 
 impl LockService {

@@ -36,7 +36,7 @@ use super::{LockService, ServiceError};
 use crate::engine::{self, Basis};
 use crate::model::{LockName, UnixMillis};
 use crate::record::LockRecord;
-use crate::store::{Fresh, Stored, Version};
+use crate::store::{Fresh, Reads, Stored, Version};
 use crate::waiter::Waiter;
 
 /// A record, and the queue when it was worth reading, with what they are
@@ -91,7 +91,7 @@ impl Read {
 impl LockService {
     /// Reads the record, and the queue too when it can matter: when the record exists and is
     /// not simply held (a free or expired lock goes to waiters first), or names a requestor.
-    /// With `always_queue`, both in one store request (`LockStore::read_with_queue`).
+    /// With `always_queue`, both in one store request (`Take::Both`).
     pub(super) async fn read(
         &self,
         name: &LockName,

@@ -280,7 +280,7 @@ impl LockService {
                 }
                 // The entry is this call's alone and was not lost with its session, so a
                 // hand-off removed it: the lock reached this caller. The read showed one state
-                // (`LockStore::read_with_queue`) in which the caller does not hold it, so it
+                // (`Take::Both`) in which the caller does not hold it, so it
                 // was taken from the caller before it heard (preempted, force released, or
                 // its lease ran out): its grant has ended.
                 done(Refusal::LeaseEnded)

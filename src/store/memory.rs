@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use super::{
-    listed, Change, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
-    StoreError, Stored, Version, Wake, WriteOutcome,
+    listed, Change, Found, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
+    StoreError, Take, Version, Wake, WriteOutcome,
 };
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -66,13 +66,25 @@ impl MemoryStore {
 #[async_trait]
 impl LockStore for MemoryStore {
     /// Every write here is applied when it is answered: the latest state is the state.
-    async fn read(
+    /// Record and queue under one hold of the lock, so they show one state.
+    async fn fetch(
         &self,
         name: &LockName,
+        take: Take,
         _: Fresh,
         _: Instant,
-    ) -> Result<Option<Stored>, StoreError> {
-        Ok(self.lock().locks.get(name).map(stored))
+    ) -> Result<Found, StoreError> {
+        let inner = self.lock();
+        Ok(Found {
+            stored: (take != Take::Queue)
+                .then(|| inner.locks.get(name).map(stored))
+                .flatten(),
+            queue: if take == Take::Record {
+                Vec::new()
+            } else {
+                inner.waiters(name)
+            },
+        })
     }
 
     async fn write(
@@ -128,21 +140,6 @@ impl LockStore for MemoryStore {
 
     async fn ready(&self, _: Instant) -> Result<(), StoreError> {
         Ok(())
-    }
-
-    async fn queue(&self, name: &LockName, _: Instant) -> Result<Vec<Waiter>, StoreError> {
-        Ok(self.lock().waiters(name))
-    }
-
-    /// Both under one hold of the lock, so they show one state.
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        _: Fresh,
-        _: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        let inner = self.lock();
-        Ok((inner.locks.get(name).map(stored), inner.waiters(name)))
     }
 
     async fn enqueue(

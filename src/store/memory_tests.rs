@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::record::Holder;
+use crate::store::Reads;
 
 fn name(s: &str) -> LockName {
     LockName::parse(s).unwrap()

@@ -99,6 +99,76 @@ pub enum Fresh {
     Latest,
 }
 
+/// What a read takes of a lock ([`LockStore::fetch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    Record,
+    Queue,
+    /// The record and the queue, as one state.
+    Both,
+}
+
+/// What a read found, of what it took: the record (`None`: none, a free lock) and the
+/// queue in service order (priority descending, then arrival).
+#[derive(Clone, Debug, Default)]
+pub struct Found {
+    pub stored: Option<Stored>,
+    pub queue: Vec<Waiter>,
+}
+
+/// The reads callers make, each one [`LockStore::fetch`].
+#[async_trait]
+pub trait Reads {
+    /// The lock's record; `None` when no record exists (a free lock).
+    async fn read(
+        &self,
+        name: &LockName,
+        fresh: Fresh,
+        deadline: Instant,
+    ) -> Result<Option<Stored>, StoreError>;
+    /// The lock's queue, in service order, as the server the session is on has it.
+    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
+    /// The record and the queue together, as one state of the store.
+    async fn read_with_queue(
+        &self,
+        name: &LockName,
+        fresh: Fresh,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
+}
+
+#[async_trait]
+impl<S: LockStore + ?Sized> Reads for S {
+    async fn read(
+        &self,
+        name: &LockName,
+        fresh: Fresh,
+        deadline: Instant,
+    ) -> Result<Option<Stored>, StoreError> {
+        Ok(self
+            .fetch(name, Take::Record, fresh, deadline)
+            .await?
+            .stored)
+    }
+
+    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
+        Ok(self
+            .fetch(name, Take::Queue, Fresh::Any, deadline)
+            .await?
+            .queue)
+    }
+
+    async fn read_with_queue(
+        &self,
+        name: &LockName,
+        fresh: Fresh,
+        deadline: Instant,
+    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
+        let found = self.fetch(name, Take::Both, fresh, deadline).await?;
+        Ok((found.stored, found.queue))
+    }
+}
+
 /// A conditional write of one lock's record.
 #[derive(Clone, Copy, Debug)]
 pub enum RecordWrite<'a> {
@@ -161,13 +231,20 @@ pub struct ListPage {
 
 #[async_trait]
 pub trait LockStore: Send + Sync + 'static {
-    /// Reads a lock's record; `None` when no record exists (a free lock).
-    async fn read(
+    /// Reads what `take` names of a lock, as fresh as `fresh` says. `Take::Both` reads the
+    /// record and the queue as **one state** of the store: a waiter decides each round on
+    /// both, and two reads with a hand-off between them would show it neither its entry nor
+    /// its grant, so it would be told its grant ended while it holds the lock. ZooKeeper
+    /// reads both in one request (a read-only `multi`), which also costs one trip through its
+    /// pipeline; the record alone is one `getData`, the queue alone one `getChildren`. The
+    /// shapes callers use are [`Reads`]'.
+    async fn fetch(
         &self,
         name: &LockName,
+        take: Take,
         fresh: Fresh,
         deadline: Instant,
-    ) -> Result<Option<Stored>, StoreError>;
+    ) -> Result<Found, StoreError>;
     /// Writes a lock's record, on the condition [`RecordWrite`] names.
     async fn write(
         &self,
@@ -183,19 +260,6 @@ pub trait LockStore: Send + Sync + 'static {
     /// after its container was made leaves one.
     async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError>;
 
-    /// The lock's queue, in service order (priority descending, then arrival).
-    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
-    /// The record and the queue together, as **one state** of the store. A waiter decides
-    /// each round on both: two reads with a hand-off between them would show it neither its
-    /// entry nor its grant, and it would be told its grant ended while it holds the lock. So
-    /// there is no default of two reads. ZooKeeper reads both in one request (a read-only
-    /// `multi`), which also costs one trip through its pipeline.
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
     /// What queue entries live and die with (see [`EntryLife`]). The in-memory store's
     /// entries never vanish with a session and outlive no outage: session `0`, always alive.
     fn entry_life(&self) -> EntryLife {

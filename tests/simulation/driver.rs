@@ -20,6 +20,7 @@ use lockwarden::store::{Fresh, ListQuery, LockStore};
 use tokio::time::Instant;
 
 use crate::common::history::{check, Call, CheckConfig, History, Op, Outcome, Report};
+use lockwarden::store::Reads;
 
 /// The unix time at which every simulated run starts.
 const EPOCH_MS: i64 = 1_800_000_000_000;

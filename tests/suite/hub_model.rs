@@ -27,6 +27,7 @@ use lockwarden::service::feed::{
     EventId, EventType, Hub, HubSettings, Interest, LiveEvents, Opening,
 };
 use lockwarden::service::WallClock;
+use lockwarden::store::Reads;
 use lockwarden::store::{Fresh, LockStore, RecordWrite, WriteOutcome};
 use prometheus::IntCounter;
 

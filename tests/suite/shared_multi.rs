@@ -20,6 +20,7 @@ use lockwarden::metrics::{Format, Metrics};
 use lockwarden::model::LockName;
 use lockwarden::record::LockRecord;
 use lockwarden::store::zk::ZkStore;
+use lockwarden::store::Reads;
 use lockwarden::store::{Fresh, LockStore, RecordWrite, StoreError, WriteOutcome};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

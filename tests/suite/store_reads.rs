@@ -15,6 +15,7 @@ use lockwarden::metrics::{Format, Metrics};
 use lockwarden::model::{LeaseId, LockName};
 use lockwarden::record::LockRecord;
 use lockwarden::store::zk::ZkStore;
+use lockwarden::store::Reads;
 use lockwarden::store::{Fresh, LockStore, RecordWrite, StoreError, WriteOutcome};
 use lockwarden::waiter::Ticket;
 

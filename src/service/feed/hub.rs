@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::expiry::{follow_lease, lease_end};
 use super::*;
+use crate::store::Reads;
 use crate::store::{Fresh, Stored};
 
 /// How often covers whose streams have all closed are looked at.

@@ -12,6 +12,7 @@ use crate::model::{LeaseId, LockName};
 use crate::record::LockRecord;
 use crate::service::local::LocalWaiters;
 use crate::service::ServiceError;
+use crate::store::Reads;
 use crate::store::{Fresh, LockStore, RecordWrite, WriteOutcome};
 use crate::waiter::Waiter;
 

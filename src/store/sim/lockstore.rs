@@ -9,8 +9,8 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::super::{
-    Change, EntryLife, EntrySession, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore,
-    RecordWrite, StoreError, Stored, Version, Wake, WriteOutcome,
+    Change, EntryLife, EntrySession, Found, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore,
+    RecordWrite, StoreError, Take, Version, Wake, WriteOutcome,
 };
 use crate::model::LockName;
 use crate::record::LockRecord;
@@ -89,13 +89,26 @@ pub(super) async fn apply(
 
 #[async_trait]
 impl LockStore for SimStore {
-    async fn read(
+    async fn fetch(
         &self,
         name: &LockName,
+        take: Take,
         fresh: Fresh,
         _: Instant,
-    ) -> Result<Option<Stored>, StoreError> {
-        Ok(self.read_view(name, fresh == Fresh::Latest).await?.0)
+    ) -> Result<Found, StoreError> {
+        let latest = fresh == Fresh::Latest && take != Take::Queue;
+        let (stored, queue) = self.read_view(name, latest).await?;
+        Ok(match take {
+            Take::Record => Found {
+                stored,
+                queue: Vec::new(),
+            },
+            Take::Queue => Found {
+                stored: None,
+                queue,
+            },
+            Take::Both => Found { stored, queue },
+        })
     }
 
     async fn write(
@@ -126,19 +139,6 @@ impl LockStore for SimStore {
 
     async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
         Ok(())
-    }
-
-    async fn queue(&self, name: &LockName, _: Instant) -> Result<Vec<Waiter>, StoreError> {
-        Ok(self.read_view(name, false).await?.1)
-    }
-
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        _: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_view(name, fresh == Fresh::Latest).await
     }
 
     fn entry_life(&self) -> EntryLife {

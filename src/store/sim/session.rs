@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::{apply, lock_of, refused, unknown, Applied, Fate, Session, SimStore, Write};
 use crate::model::LockName;
 use crate::store::memory::MemoryStore;
+use crate::store::Reads;
 use crate::store::{Fresh, LockStore, StoreError, Stored, WriteOutcome};
 use crate::waiter::Waiter;
 

@@ -20,12 +20,12 @@ use zookeeper_client as zk;
 
 use super::{
     EntryLife, EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite,
-    StoreError, Stored, Version, WriteOutcome,
+    StoreError, Version, WriteOutcome,
 };
 use crate::metrics::zookeeper::{ZkMetrics, ZkOp};
 use crate::model::LockName;
 use crate::record::LockRecord;
-use crate::store::Wake;
+use crate::store::{Found, Take, Wake};
 use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
@@ -135,14 +135,31 @@ impl ZkStore {
 
 #[async_trait]
 impl LockStore for ZkStore {
-    async fn read(
+    async fn fetch(
         &self,
         name: &LockName,
+        take: Take,
         fresh: Fresh,
         deadline: Instant,
-    ) -> Result<Option<Stored>, StoreError> {
-        self.read_record(name, deadline, fresh == Fresh::Latest)
-            .await
+    ) -> Result<Found, StoreError> {
+        let latest = fresh == Fresh::Latest;
+        Ok(match take {
+            Take::Record => Found {
+                stored: self.read_record(name, deadline, latest).await?,
+                queue: Vec::new(),
+            },
+            // A `sync` goes with a read of the record: the queue alone is never asked for
+            // after one, and takes the one-state read when it is.
+            Take::Queue if !latest => Found {
+                stored: None,
+                queue: self.read_queue(name, deadline).await?,
+            },
+            Take::Queue | Take::Both => {
+                let (stored, queue) = self.read_record_and_queue(name, deadline, latest).await?;
+                let stored = stored.filter(|_| take == Take::Both);
+                Found { stored, queue }
+            }
+        })
     }
 
     async fn write(
@@ -199,20 +216,6 @@ impl LockStore for ZkStore {
 
     async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError> {
         self.remove_childless_queue_dirs(deadline).await
-    }
-
-    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
-        self.read_queue(name, deadline).await
-    }
-
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        self.read_record_and_queue(name, deadline, fresh == Fresh::Latest)
-            .await
     }
 
     fn entry_life(&self) -> EntryLife {
