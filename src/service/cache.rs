@@ -115,7 +115,7 @@ impl RecordCache {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.get(name).is_some_and(|entry| {
                 entry.holder_here
-                    && entry.version.number == version.number
+                    && entry.version.number() == version.number()
                     && entry.at.elapsed() < self.max_age
             })
         };

@@ -58,7 +58,7 @@ use crate::store::{Fresh, ListQuery, LockStore, RecordWrite, Stored, WriteOutcom
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Fence,
-    /// Delete the record if it is still in the state with this `mzxid`.
+    /// Delete the record if it is still in the state the fence left (its `Version::zxid`).
     Delete {
         fenced: i64,
     },
@@ -294,7 +294,7 @@ async fn run(
                 .write(&item.name, RecordWrite::Fence(stored.version), deadline)
                 .await
         }
-        Phase::Delete { fenced } if fenced == stored.version.mzxid => {
+        Phase::Delete { fenced } if fenced == stored.version.zxid() => {
             store
                 .write(&item.name, RecordWrite::Delete(stored.version), deadline)
                 .await
@@ -328,7 +328,7 @@ async fn run(
 /// The engine's rule, on a znode that holds a record (not an empty container of nested
 /// names, which ZooKeeper reaps itself).
 fn is_collectable(stored: &Stored) -> bool {
-    crate::engine::collectable(&stored.record) && !stored.version.empty
+    crate::engine::collectable(&stored.record) && stored.version.holds_record()
 }
 
 #[cfg(test)]

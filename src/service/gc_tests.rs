@@ -22,7 +22,7 @@ async fn version_of(store: &MemoryStore, name: &LockName) -> Option<i32> {
         .read(name, Fresh::Any, deadline)
         .await
         .unwrap()
-        .map(|s| s.version.number)
+        .map(|s| s.version.number())
 }
 
 async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
@@ -32,7 +32,7 @@ async fn free_record(store: &Arc<MemoryStore>, name: &LockName) -> i32 {
         .await
         .unwrap()
     {
-        WriteOutcome::Written { version, .. } => version.number,
+        WriteOutcome::Written { version, .. } => version.number(),
         other => panic!("{other:?}"),
     }
 }

@@ -136,7 +136,7 @@ async fn the_record_and_queue_read_together_match_the_separate_reads() {
         .unwrap()
         .0
         .expect("the parent node exists");
-    assert!(parent.version.empty && parent.version.has_children);
+    assert!(!parent.version.holds_record() && parent.version.has_nested());
     agree(&store, "parent").await;
 
     let before = count(&metrics, "multi_read");

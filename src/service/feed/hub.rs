@@ -145,7 +145,7 @@ impl State {
             .store
             .read_with_queue(name, Fresh::Any, self.deadline())
             .await?;
-        let zxid = stored.as_ref().map(|s| s.version.mzxid);
+        let zxid = stored.as_ref().map(|s| s.version.zxid());
         let events = self.learn(name, stored, queue);
         if announce {
             for (kind, lock) in events {
@@ -171,7 +171,7 @@ impl State {
     ) -> Vec<(EventType, LockSnapshot)> {
         let now = self.clock.now();
         let at = self.rules_at(now);
-        let version = stored.as_ref().map(|s| s.version.number);
+        let version = stored.as_ref().map(|s| s.version.number());
         let record = stored.map(|s| s.record).unwrap_or_default();
         let known = self.known.entry(name.clone()).or_default();
         let mut events = Vec::new();
