@@ -16,8 +16,13 @@ use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
 pub mod memory;
+mod reads;
 pub mod sim;
+mod version;
 pub mod zk;
+
+pub use reads::{Found, Fresh, Reads, Take};
+pub use version::Version;
 
 /// A record as read, with what a conditional write against it needs.
 #[derive(Clone, Debug)]
@@ -49,151 +54,6 @@ pub struct EntryLife {
     /// timeout. A waiting call that cannot reach the store keeps trying about that long,
     /// since its place may still be there (see `service::round::gives_up_in_trouble`).
     pub outlives_outage: Duration,
-}
-
-/// Identifies the exact state a record was read in. What it is made of is the store's (on
-/// ZooKeeper: the znode's version, whether it holds data or children, the session it was
-/// read on, and the id of the write that left it); the service only hands it back with a
-/// conditional write and asks it the questions below.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Version {
-    pub(in crate::store) number: i32,
-    /// ZooKeeper only: the znode holds no data. It may be a container (an intermediate node
-    /// of nested names), which the server reaps, so a record is never written into it.
-    pub(in crate::store) empty: bool,
-    pub(in crate::store) has_children: bool,
-    /// The store session the record was read on (0: any). A conditional write is sent only
-    /// on that same session, so a write planned before a pause longer than the session
-    /// timeout can never land after it: that session is dead, and the write with it.
-    pub(in crate::store) session: i64,
-    /// The id of the write that left the record in this state (0: unknown). Two reads with
-    /// the same `mzxid` saw the same state, even across a delete and re-create.
-    pub(in crate::store) mzxid: i64,
-}
-
-impl Version {
-    pub fn plain(number: i32) -> Self {
-        Version {
-            number,
-            empty: false,
-            has_children: false,
-            session: 0,
-            mzxid: 0,
-        }
-    }
-
-    /// The version a write planned on session `session` left behind.
-    pub fn written(number: i32, session: i64) -> Self {
-        Version {
-            session,
-            ..Version::plain(number)
-        }
-    }
-
-    /// A count of the record's writes: a later state of the same record has a higher one
-    /// (a deleted and re-created record starts again).
-    pub fn number(&self) -> i32 {
-        self.number
-    }
-
-    /// The id of the write that left the record in this state (0: unknown), as
-    /// `WriteOutcome::Written`'s `zxid` names it: equal ids mean the same state, even
-    /// across a delete and re-create.
-    pub fn zxid(&self) -> i64 {
-        self.mzxid
-    }
-
-    /// Whether a record is stored here: not an empty node (on ZooKeeper, a container of
-    /// nested names, which the server reaps and no record is written into).
-    pub fn holds_record(&self) -> bool {
-        !self.empty
-    }
-
-    /// Whether nested names live under this one.
-    pub fn has_nested(&self) -> bool {
-        self.has_children
-    }
-}
-
-/// How fresh a read must be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fresh {
-    /// What the server asked has applied (on ZooKeeper, a follower may lag behind writes
-    /// already acknowledged to others).
-    Any,
-    /// After every write acknowledged to anyone before the call (ZooKeeper: `sync` first, so
-    /// a lagging follower catches up).
-    Latest,
-}
-
-/// What a read takes of a lock ([`LockStore::fetch`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Take {
-    Record,
-    Queue,
-    /// The record and the queue, as one state.
-    Both,
-}
-
-/// What a read found, of what it took: the record (`None`: none, a free lock) and the
-/// queue in service order (priority descending, then arrival).
-#[derive(Clone, Debug, Default)]
-pub struct Found {
-    pub stored: Option<Stored>,
-    pub queue: Vec<Waiter>,
-}
-
-/// The reads callers make, each one [`LockStore::fetch`].
-#[async_trait]
-pub trait Reads {
-    /// The lock's record; `None` when no record exists (a free lock).
-    async fn read(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<Option<Stored>, StoreError>;
-    /// The lock's queue, in service order, as the server the session is on has it.
-    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError>;
-    /// The record and the queue together, as one state of the store.
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError>;
-}
-
-#[async_trait]
-impl<S: LockStore + ?Sized> Reads for S {
-    async fn read(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<Option<Stored>, StoreError> {
-        Ok(self
-            .fetch(name, Take::Record, fresh, deadline)
-            .await?
-            .stored)
-    }
-
-    async fn queue(&self, name: &LockName, deadline: Instant) -> Result<Vec<Waiter>, StoreError> {
-        Ok(self
-            .fetch(name, Take::Queue, Fresh::Any, deadline)
-            .await?
-            .queue)
-    }
-
-    async fn read_with_queue(
-        &self,
-        name: &LockName,
-        fresh: Fresh,
-        deadline: Instant,
-    ) -> Result<(Option<Stored>, Vec<Waiter>), StoreError> {
-        let found = self.fetch(name, Take::Both, fresh, deadline).await?;
-        Ok((found.stored, found.queue))
-    }
 }
 
 /// A conditional write of one lock's record.
