@@ -198,6 +198,22 @@ async fn chaos_run() {
     }
     for violation in outcome.report.violations.iter().take(20) {
         println!("  VIOLATION {violation:?}");
+        // The ops on the same lock around the ones involved, to read the violation by.
+        let ops = &outcome.history.ops;
+        let involved: Vec<_> = violation.ops.iter().filter_map(|&i| ops.get(i)).collect();
+        let (Some(from), Some(to)) = (
+            involved.iter().map(|op| op.invoke_ms).min(),
+            involved.iter().map(|op| op.complete_ms).max(),
+        ) else {
+            continue;
+        };
+        for op in ops.iter().filter(|op| {
+            op.lock == involved[0].lock
+                && op.complete_ms >= from - 1_000
+                && op.invoke_ms <= to + 1_000
+        }) {
+            println!("    {op}");
+        }
     }
     assert!(outcome.is_clean(), "{}", outcome.summary());
 }

@@ -204,6 +204,28 @@ fn an_unknown_higher_priority_acquire_may_have_preempted() {
     only(&run(ops), Check::Overlap, 1);
 }
 
+/// `409 lease_ended` says the call was granted, and its grant ended before it was answered:
+/// it may have preempted the holder.
+#[test]
+fn a_higher_priority_acquire_answered_lease_ended_may_have_preempted() {
+    let preemptor = Op::new(3, 0, L, Call::acquire("c3", 5, 1000))
+        .at(T + 50, T + 250)
+        .refused(409, "lease_ended");
+    let refused_renew = Op::new(1, 0, L, Call::renew("lease-a"))
+        .at(T + 300, T + 305)
+        .refused(409, "not_owner");
+    let granted = || grant(1, 0, "lease-a", 10, 0, 10);
+    assert!(run(vec![granted(), preemptor.clone(), refused_renew.clone()]).is_clean());
+    // Any other refusal took nothing.
+    let mut held = preemptor;
+    held.outcome.error = Some("lock_held".to_owned());
+    only(
+        &run(vec![granted(), held, refused_renew]),
+        Check::LostLease,
+        1,
+    );
+}
+
 #[test]
 fn tolerance_absorbs_clock_jitter() {
     let ops = vec![

@@ -22,7 +22,8 @@
 //! timeout or a 5xx; such a call may have taken effect at any time after its invoke (and
 //! up to `unknown_window_ms` after the client gave up), so an unknown-outcome acquire of a
 //! higher priority, or a force release that was not refused, excuses a lease that ended
-//! early.
+//! early. So does an acquire of a higher priority answered `409 lease_ended`: it was
+//! granted, and its grant ended before the answer went out.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -379,7 +380,9 @@ impl<'h> Checker<'h> {
                 Call::Acquire {
                     priority, lease_id, ..
                 } if *priority > holder.priority && lease_id.is_none() => {
-                    if o.is_unknown() {
+                    // An unknown outcome may have been a grant, and `lease_ended` was one: the
+                    // call took the lock, and its grant ended before its answer went out.
+                    if o.is_unknown() || o.error.as_deref() == Some("lease_ended") {
                         op.complete_ms + window >= from
                     } else {
                         o.is_ok()
