@@ -33,8 +33,8 @@ mod tests;
 mod waiting_tests;
 
 pub use basis::{
-    may_have_waiters, queue_matters, refusal_trust, remembered_queue_holds, remembered_turn_holds,
-    Basis, Trust,
+    grant_on_memory, may_have_waiters, queue_matters, refusal_trust, remembered_queue_holds,
+    remembered_turn_holds, Basis, Trust,
 };
 pub use clock::{retry_at, Clock};
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
