@@ -16,6 +16,7 @@ use crate::waiter::{Ticket, Waiter};
 
 mod basis;
 mod clock;
+mod leaving;
 mod mark;
 mod release;
 mod settle;
@@ -37,6 +38,9 @@ pub use basis::{
     remembered_turn_holds, Basis, Trust,
 };
 pub use clock::{retry_at, Clock};
+pub use leaving::{
+    after_leaving, gave_up_holding, giving_up_reads_on, vanished, AfterLeaving, Vanished,
+};
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
@@ -44,7 +48,7 @@ pub use release::{
 };
 pub use settle::landed;
 pub use waiting::{
-    after_leaving, decide_waiting, over_waiters_cap, AfterLeaving, WaitDecision, WaitFailure,
+    admission, decide_waiting, over_waiters_cap, Admission, WaitDecision, WaitFailure,
 };
 
 /// A validated acquire request.

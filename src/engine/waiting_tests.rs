@@ -278,6 +278,34 @@ fn the_waiters_cap_counts_only_callers_who_joined_earlier() {
 }
 
 #[test]
+fn the_waiters_cap_turns_a_caller_away_only_on_the_latest_copy_of_a_read_queue() {
+    use Basis::*;
+    let queue: Vec<Waiter> = (1..=4)
+        .map(|seq| waiter(&format!("k{seq}"), 0, seq))
+        .collect();
+    let (first, last) = (&queue[0], &queue[3]);
+    // (me, basis, admission) with a cap of 3: `last` is over it, `first` within it.
+    let table = [
+        (first, Read, Admission::Admitted),
+        (first, Latest, Admission::Admitted),
+        (first, Cached, Admission::Admitted),
+        (first, Remembered, Admission::Unjudged),
+        (last, Remembered, Admission::Unjudged),
+        (last, Cached, Admission::ReadAgain(Latest)),
+        (last, Read, Admission::ReadAgain(Latest)),
+        (last, Latest, Admission::TooMany),
+    ];
+    for (i, (me, basis, want)) in table.into_iter().enumerate() {
+        assert_eq!(admission(&queue, me, 0, 3, basis), want, "row {i}");
+    }
+    let overriding = Priority::OVERRIDE.get();
+    assert_eq!(
+        admission(&queue, last, overriding, 3, Latest),
+        Admission::Admitted
+    );
+}
+
+#[test]
 fn an_sre_override_is_never_turned_away_by_the_waiters_cap() {
     let queue: Vec<Waiter> = (1..=4)
         .map(|seq| waiter(&format!("k{seq}"), 0, seq))
@@ -332,4 +360,32 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
         after_leaving(&held(0), &me.id, &mine),
         AfterLeaving::Nothing
     );
+}
+
+#[test]
+fn a_vanished_entry_means_an_ended_grant_only_when_its_session_kept_it() {
+    assert_eq!(vanished(true), Vanished::GrantEnded);
+    assert_eq!(vanished(false), Vanished::WithSession);
+}
+
+#[test]
+fn a_caller_giving_up_takes_a_lock_handed_to_it_only_if_its_entry_was_gone() {
+    let me = ticket("p", 1, Some(1000), false);
+    let handed = handed_to(&LockRecord::default(), &me, NOW, None);
+    let (other, _) = granted("h", NOW);
+    // (own delete removed the entry, record read after, basis read on, takes the lock)
+    let table = [
+        (true, &handed, Basis::Read, false),
+        (true, &other, Basis::Read, false),
+        (false, &handed, Basis::Latest, true),
+        (false, &other, Basis::Latest, false),
+    ];
+    for (i, (left, record, basis, takes)) in table.into_iter().enumerate() {
+        assert_eq!(giving_up_reads_on(left), basis, "row {i}");
+        assert_eq!(
+            gave_up_holding(left, record, &me.lease_id),
+            takes,
+            "row {i}"
+        );
+    }
 }

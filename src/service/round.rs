@@ -14,7 +14,7 @@ use super::events::{AcquireAudit, EventKind};
 use super::joining::Grace;
 use super::waiting::{Step, WaitState};
 use super::{refused, snapshot, token_of, Granted, LockService, Put, Read, Refusal, ServiceError};
-use crate::engine::{self, Basis, Trust, WaitDecision, WaitFailure};
+use crate::engine::{self, Admission, Basis, Trust, Vanished, WaitDecision, WaitFailure};
 use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
@@ -121,21 +121,27 @@ impl LockService {
             state.was_requestor = true;
         }
         let version = stored.as_ref().map(|s| s.version);
-        if !state.admitted && on != Basis::Remembered {
+        if !state.admitted {
             // Callers a hand-off carried in whose first round read nothing are not counted
             // yet: at most `MAX_RIDERS` per lock and instance (see `rider_turn`).
-            if engine::over_waiters_cap(&queue, me, ticket.priority, self.max_waiters_per_lock) {
-                if let Trust::ReadAgain(again) = engine::refusal_trust(on) {
+            let cap = self.max_waiters_per_lock;
+            match engine::admission(&queue, me, ticket.priority, cap, on) {
+                Admission::Unjudged => {}
+                Admission::Admitted => {
+                    state.admitted = true;
+                    state.uncounted = None;
+                }
+                Admission::ReadAgain(again) => {
                     state.basis = again;
                     return Ok(Step::Again);
                 }
-                self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
-                return self
-                    .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
-                    .await;
+                Admission::TooMany => {
+                    self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
+                    return self
+                        .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
+                        .await;
+                }
             }
-            state.admitted = true;
-            state.uncounted = None;
         }
         let done = |refusal| {
             Ok(Step::Done(Box::new(Err(refused(
@@ -273,17 +279,13 @@ impl LockService {
             }
             WaitDecision::Vanished => {
                 let session = state.entry_session;
-                if session.is_none() || self.store.entry_life().session != session {
-                    return Err(ServiceError::StoreUnavailable(
+                let kept = session.is_some() && self.store.entry_life().session == session;
+                match engine::vanished(kept) {
+                    Vanished::WithSession => Err(ServiceError::StoreUnavailable(
                         "the queue entry vanished with its store session".into(),
-                    ));
+                    )),
+                    Vanished::GrantEnded => done(Refusal::LeaseEnded),
                 }
-                // The entry is this call's alone and was not lost with its session, so a
-                // hand-off removed it: the lock reached this caller. The read showed one state
-                // (`Take::Both`) in which the caller does not hold it, so it
-                // was taken from the caller before it heard (preempted, force released, or
-                // its lease ran out): its grant has ended.
-                done(Refusal::LeaseEnded)
             }
             WaitDecision::Wait { until, watch } => {
                 let until = instant_at(until, now);
