@@ -46,7 +46,7 @@ pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
     ReleaseDecision, RenewDecision,
 };
-pub use settle::landed;
+pub use settle::{hold_over, landed};
 pub use waiting::{
     admission, decide_waiting, over_waiters_cap, Admission, WaitDecision, WaitFailure,
 };
