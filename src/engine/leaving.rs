@@ -1,10 +1,13 @@
 //! How a waiting call ends other than by taking the lock: what a vanished queue entry
 //! means for its caller, what a caller that gives up reads and whether the lock reached it
-//! first, and what a caller that left still owes the record (its requestor slot, or a lock
-//! that reached it).
+//! first, what a caller that left still owes the record (its requestor slot, or a lock
+//! that reached it), and when a caller whose rounds fail stops trying.
 //!
-//! Keeps I11 (DESIGN.md, "Invariants"): a caller gone leaves no lock, entry or requestor
-//! slot, and one that gives up takes a lock handed to it before it left.
+//! Keeps (DESIGN.md, "Invariants") I8 (`gives_up_in_trouble`: a waiter in trouble is
+//! answered) and I11 (a caller gone leaves no lock, entry or requestor slot, and one that
+//! gives up takes a lock handed to it before it left).
+
+use std::time::Duration;
 
 use super::{holder_with_lease, Basis};
 use crate::model::LeaseId;
@@ -87,3 +90,24 @@ pub fn after_leaving(record: &LockRecord, me: &str, ticket: &Ticket) -> AfterLea
         ..record.clone()
     }))
 }
+
+/// Whether a waiting call whose rounds have failed for `troubled` stops trying, and answers
+/// the last error (503). It tries for the store timeout in any case; then, while its wait has
+/// not run out, for as long as its queue entry may outlive the loss of contact with the store
+/// (`store::EntryLife`). A waiter parked on its watch never notices a short outage (an
+/// election, a lost connection), and one whose round happened to fall into it must not lose
+/// its place for it: the entry is still there, and the first round after the outage goes on
+/// as if nothing happened. Beyond that time the entry has most likely gone with its session,
+/// and the caller hears so instead of waiting on (I8).
+pub fn gives_up_in_trouble(
+    troubled: Duration,
+    store_timeout: Duration,
+    entry_outlives_outage: Duration,
+    waited_out: bool,
+) -> bool {
+    troubled >= store_timeout && (waited_out || troubled >= entry_outlives_outage)
+}
+
+#[cfg(test)]
+#[path = "leaving_tests.rs"]
+mod tests;

@@ -39,7 +39,8 @@ pub use basis::{
 };
 pub use clock::{retry_at, Clock};
 pub use leaving::{
-    after_leaving, gave_up_holding, giving_up_reads_on, vanished, AfterLeaving, Vanished,
+    after_leaving, gave_up_holding, gives_up_in_trouble, giving_up_reads_on, vanished,
+    AfterLeaving, Vanished,
 };
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{

@@ -361,31 +361,3 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
         AfterLeaving::Nothing
     );
 }
-
-#[test]
-fn a_vanished_entry_means_an_ended_grant_only_when_its_session_kept_it() {
-    assert_eq!(vanished(true), Vanished::GrantEnded);
-    assert_eq!(vanished(false), Vanished::WithSession);
-}
-
-#[test]
-fn a_caller_giving_up_takes_a_lock_handed_to_it_only_if_its_entry_was_gone() {
-    let me = ticket("p", 1, Some(1000), false);
-    let handed = handed_to(&LockRecord::default(), &me, NOW, None);
-    let (other, _) = granted("h", NOW);
-    // (own delete removed the entry, record read after, basis read on, takes the lock)
-    let table = [
-        (true, &handed, Basis::Read, false),
-        (true, &other, Basis::Read, false),
-        (false, &handed, Basis::Latest, true),
-        (false, &other, Basis::Latest, false),
-    ];
-    for (i, (left, record, basis, takes)) in table.into_iter().enumerate() {
-        assert_eq!(giving_up_reads_on(left), basis, "row {i}");
-        assert_eq!(
-            gave_up_holding(left, record, &me.lease_id),
-            takes,
-            "row {i}"
-        );
-    }
-}

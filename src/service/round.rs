@@ -3,7 +3,7 @@
 //! register as the requestor, give up, or wait for the next change.
 //!
 //! Keeps (DESIGN.md, "Invariants") I4 (`too_many_waiters` and `superseded` on the latest copy), I5
-//! (the holder asked to clean up, told when revoked), I8 (`gives_up_in_trouble`), I10 (a lost
+//! (the holder asked to clean up, told when revoked), I8 (`engine::gives_up_in_trouble`), I10 (a lost
 //! answer read again, a late grant recognised), I11 (no entry of the call left queued;
 //! `leave_or_take`) and I15 (the per-lock cap).
 
@@ -29,23 +29,6 @@ fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
     Instant::now() + Duration::from_millis(ms)
 }
 
-/// Whether a waiting call whose rounds have failed for `troubled` stops trying, and answers
-/// the last error (503). It tries for the store timeout in any case; then, while its wait has
-/// not run out, for as long as its queue entry may outlive the loss of contact with the store
-/// (`store::EntryLife`). A waiter parked on its watch never notices a short
-/// outage (an election, a lost connection), and one whose round happened to fall into it
-/// must not lose its place for it: the entry is still there, and the first round after the
-/// outage goes on as if nothing happened. Beyond that time the entry has most likely gone with
-/// its session, and the caller hears so instead of waiting on (I8).
-pub(super) fn gives_up_in_trouble(
-    troubled: Duration,
-    store_timeout: Duration,
-    entry_outlives_outage: Duration,
-    waited_out: bool,
-) -> bool {
-    troubled >= store_timeout && (waited_out || troubled >= entry_outlives_outage)
-}
-
 impl LockService {
     pub(super) async fn wait_step<'a>(
         &'a self,
@@ -64,7 +47,7 @@ impl LockService {
                 let waited_out = ticket
                     .wait_until()
                     .is_some_and(|until| self.wall.now() >= until);
-                if gives_up_in_trouble(
+                if engine::gives_up_in_trouble(
                     since.elapsed(),
                     self.store_timeout,
                     self.store.entry_life().outlives_outage,
@@ -337,7 +320,3 @@ impl LockService {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "round_tests.rs"]
-mod tests;
