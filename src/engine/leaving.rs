@@ -81,7 +81,7 @@ pub fn after_leaving(record: &LockRecord, me: &str, ticket: &Ticket) -> AfterLea
             None => AfterLeaving::PassOn,
         };
     }
-    if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me) {
+    if !super::names_requestor(record, me) {
         return AfterLeaving::Nothing;
     }
     AfterLeaving::Withdraw(Box::new(LockRecord {

@@ -49,7 +49,8 @@ pub use release::{
 };
 pub use settle::{hold_over, landed};
 pub use waiting::{
-    admission, decide_waiting, over_waiters_cap, Admission, WaitDecision, WaitFailure,
+    admission, decide_waiting, names_requestor, orphans, over_waiters_cap, Admission, WaitDecision,
+    WaitFailure,
 };
 
 /// A validated acquire request.

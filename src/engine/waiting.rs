@@ -108,6 +108,17 @@ pub fn admission(
     }
 }
 
+/// Whether `record`'s requestor slot is the waiter `waiter_id`'s.
+pub fn names_requestor(record: &LockRecord, waiter_id: &str) -> bool {
+    record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) == Some(waiter_id)
+}
+
+/// The entries of `me`'s call other than `me`: made by a join whose answer was lost, then
+/// retried. The call removes them, or one would later be handed the lock (I11).
+pub fn orphans<'a>(queue: &'a [Waiter], me: &'a Waiter) -> impl Iterator<Item = &'a Waiter> {
+    queue.iter().filter(|w| w.key == me.key && w.id != me.id)
+}
+
 fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -162,7 +173,7 @@ pub fn decide_waiting(
         };
     };
     let slot = current.requestor.as_ref();
-    let i_am_requestor = slot.and_then(|r| r.waiter.as_deref()) == Some(my_id);
+    let i_am_requestor = names_requestor(current, my_id);
     if i_am_requestor && me.priority > holder.priority {
         let deadline = slot.and_then(|r| r.cleanup_deadline).unwrap_or(now);
         let limit = earliest(wait_until, Some(deadline)).unwrap_or(deadline);

@@ -361,3 +361,17 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
         AfterLeaving::Nothing
     );
 }
+
+#[test]
+fn a_calls_other_entries_are_orphans_and_only_its_own_slot_names_it() {
+    let me = waiter("k", 1, 2);
+    let lost = waiter("k", 1, 1);
+    let other = waiter("j", 1, 3);
+    let queue = [lost.clone(), me.clone(), other.clone()];
+    let found: Vec<&Waiter> = orphans(&queue, &me).collect();
+    assert_eq!(found, [&lost]);
+    let asked = with_requestor(held(0), &me, 2, NOW.plus(1000));
+    assert!(names_requestor(&asked, &me.id));
+    assert!(!names_requestor(&asked, &lost.id));
+    assert!(!names_requestor(&held(0), &me.id));
+}

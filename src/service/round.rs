@@ -96,11 +96,10 @@ impl LockService {
             None if asked == Basis::Latest => self.read_latest(name, deadline).await?,
             None => self.read(name, deadline, now, true).await?,
         };
-        for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
-            // A node of this call whose create answer was lost, then retried.
+        for orphan in engine::orphans(&queue, me) {
             self.store.leave(name, orphan, deadline).await?;
         }
-        if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) == Some(me.id.as_str()) {
+        if engine::names_requestor(&record, &me.id) {
             state.was_requestor = true;
         }
         let version = stored.as_ref().map(|s| s.version);
