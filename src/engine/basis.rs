@@ -119,6 +119,47 @@ impl super::WaitDecision {
     }
 }
 
+impl super::AcquireRequest {
+    /// The basis an acquire's first round decides on, before anything is read:
+    /// - `Cached`, for a call with no lease to renew on a lock none of whose callers wait
+    ///   here (`waiting_here`): most acquires find no record, or the free record this
+    ///   instance left, and write at once (`grant_on_memory`), reading only if that fails.
+    ///   Not while callers wait here: a lock they are about to take must not be taken past
+    ///   them by a caller who never queued (the record may not say yet that they wait).
+    /// - `Latest`, for such a call that will not wait, on a lock this instance last wrote as
+    ///   held by a live lease (`last_held`, asked only then): it is most likely refused, and
+    ///   a refusal is decided on the latest copy (I4).
+    /// - `Remembered`, for a new call (no lease, no `request_id`) willing to wait while
+    ///   callers wait here: it nearly always waits too, and what is remembered decides that
+    ///   much; it decides again on a read once it has joined, where the lock is granted to
+    ///   it if it turns out free for it (the engine refuses such a caller only for a retry or
+    ///   a renewal, which the record as it is decides).
+    /// - `Read` otherwise.
+    pub fn first_basis(&self, waiting_here: bool, last_held: impl FnOnce() -> bool) -> Basis {
+        let may_wait = self.waiting_ms.is_some_and(|ms| ms > 0);
+        if self.lease_id.is_some() {
+            Basis::Read
+        } else if !waiting_here {
+            if !may_wait && last_held() {
+                Basis::Latest
+            } else {
+                Basis::Cached
+            }
+        } else if may_wait && self.request_id.is_none() {
+            Basis::Remembered
+        } else {
+            Basis::Read
+        }
+    }
+}
+
+/// Whether an acquire on `Basis::Cached` may plan its grant on `record`, the record this
+/// instance wrote last, without reading: it is free, and no caller is marked or asks. (A
+/// grant planned on it is conditional on its version; any other decision needs a read.)
+pub fn grant_on_memory(record: &LockRecord) -> bool {
+    record.holder.is_none() && !may_have_waiters(record)
+}
+
 /// Whether `remembered`, the queue this instance left behind `record` when it wrote it, is
 /// still the whole queue as far as a decision goes: nobody who could come first has joined
 /// since. A caller joins after marking the record (`queued`) with its priority when that is
@@ -159,138 +200,5 @@ pub fn may_have_waiters(record: &LockRecord) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::tests::{granted, NOW};
-    use crate::engine::waiting_tests::{held, waiter, with_requestor};
-
-    #[test]
-    fn only_answers_that_leave_every_lease_as_it_was_need_the_latest_copy() {
-        use crate::engine::{
-            AcquireDecision, AcquireRefusal, ReleaseDecision, RenewDecision, WaitDecision,
-            WaitFailure,
-        };
-        use Basis::*;
-        let latest = Trust::ReadAgain(Latest);
-        let refused = AcquireDecision::Refuse(AcquireRefusal::LeaseEnded);
-        for (basis, want) in [(Cached, latest), (Read, latest), (Latest, Trust::Act)] {
-            assert_eq!(refused.trust(basis), want, "{basis:?}");
-            assert_eq!(RenewDecision::NotOwner.trust(basis), want);
-            assert_eq!(ReleaseDecision::NotOwner.trust(basis), want);
-            assert_eq!(ReleaseDecision::AlreadyFree.trust(basis), want);
-            let superseded = WaitDecision::Fail(WaitFailure::Superseded);
-            assert_eq!(superseded.trust(basis), want);
-        }
-        let (record, _) = granted("h", NOW);
-        assert_eq!(
-            RenewDecision::Write(Box::new(record)).trust(Cached),
-            Trust::Act
-        );
-        assert_eq!(AcquireDecision::Wait.trust(Read), Trust::Act);
-        let timeout = WaitDecision::Fail(WaitFailure::WaitTimeout);
-        assert_eq!(timeout.trust(Read), Trust::Act, "a matter of time alone");
-        assert_eq!(WaitDecision::Granted.trust(Read), Trust::Act);
-    }
-
-    #[test]
-    fn what_is_remembered_only_serves_to_wait() {
-        use crate::engine::{AcquireDecision, AcquireRefusal, WaitDecision};
-        use Basis::*;
-        let read = Trust::ReadAgain(Read);
-        assert_eq!(AcquireDecision::Wait.trust(Remembered), Trust::Act);
-        let refused = AcquireDecision::Refuse(AcquireRefusal::LockHeld);
-        assert_eq!(refused.trust(Remembered), read);
-        let (record, lease_id) = granted("h", NOW);
-        let grant = AcquireDecision::Grant {
-            record: record.clone(),
-            lease_id,
-        };
-        assert_eq!(grant.trust(Remembered), read);
-        let wait = WaitDecision::Wait {
-            until: None,
-            watch: crate::waiter::Watch::Record,
-        };
-        assert_eq!(wait.trust(Remembered), Trust::Act);
-        assert_eq!(WaitDecision::Granted.trust(Remembered), read);
-    }
-
-    #[test]
-    fn a_cached_record_is_only_good_for_a_conditional_write() {
-        use crate::engine::AcquireDecision;
-        use Basis::*;
-        let (record, lease_id) = granted("h", NOW);
-        let grant = AcquireDecision::Grant { record, lease_id };
-        assert_eq!(grant.trust(Cached), Trust::Act);
-        let read = Trust::ReadAgain(Read);
-        assert_eq!(AcquireDecision::Wait.trust(Cached), read);
-        assert_eq!(
-            AcquireDecision::AlreadyGranted { lease_id }.trust(Cached),
-            read
-        );
-        assert_eq!(
-            AcquireDecision::OwnGrantLanded { lease_id }.trust(Cached),
-            read
-        );
-        assert_eq!(
-            AcquireDecision::AlreadyGranted { lease_id }.trust(Read),
-            Trust::Act
-        );
-    }
-
-    #[test]
-    fn a_remembered_queue_holds_while_the_mark_is_its_heads_priority_and_nobody_asks() {
-        let (head, next) = (waiter("a", 3, 1), waiter("b", 1, 2));
-        let mut record = held(0);
-        record.queued = Some(3);
-        assert!(remembered_queue_holds(
-            &record,
-            &[head.clone(), next.clone()]
-        ));
-        // A higher caller marked the record on its way in.
-        record.queued = Some(5);
-        assert!(!remembered_queue_holds(
-            &record,
-            &[head.clone(), next.clone()]
-        ));
-        record.queued = Some(3);
-        let asked = with_requestor(record.clone(), &next, 4, NOW.plus(1000));
-        assert!(!remembered_queue_holds(&asked, &[head.clone(), next]));
-        assert!(!remembered_queue_holds(&record, &[]));
-    }
-
-    #[test]
-    fn only_the_remembered_head_that_never_asked_takes_its_turn_on_memory() {
-        let (head, next) = (waiter("a", 3, 1), waiter("b", 3, 2));
-        let mut record = held(0);
-        record.queued = Some(3);
-        let queue = [head.clone(), next.clone()];
-        assert!(remembered_turn_holds(&record, &queue, &head, false));
-        assert!(!remembered_turn_holds(&record, &queue, &next, false));
-        assert!(!remembered_turn_holds(&record, &queue, &head, true));
-    }
-
-    #[test]
-    fn the_queue_matters_unless_a_live_holder_keeps_the_lock_and_nobody_asks() {
-        let (record, _) = granted("h", NOW);
-        assert!(!queue_matters(&record, NOW));
-        assert!(queue_matters(&LockRecord::default(), NOW));
-        let expired = match record.holder.as_ref().unwrap().expires {
-            crate::record::Expiry::At(at) => at,
-            crate::record::Expiry::Never => panic!("a granted lease runs out"),
-        };
-        assert!(queue_matters(&record, expired));
-        let asked = with_requestor(record, &waiter("w", 2, 1), 2, NOW.plus(1000));
-        assert!(queue_matters(&asked, NOW));
-    }
-
-    #[test]
-    fn a_remembered_record_may_have_waiters_when_marked_or_asked() {
-        let (mut record, _) = granted("h", NOW);
-        assert!(!may_have_waiters(&record));
-        record.queued = Some(0);
-        assert!(may_have_waiters(&record));
-        record.queued = None;
-        let asked = with_requestor(record, &waiter("w", 2, 1), 2, NOW.plus(1000));
-        assert!(may_have_waiters(&asked));
-    }
-}
+#[path = "basis_tests.rs"]
+mod tests;

@@ -16,6 +16,7 @@ use crate::waiter::{Ticket, Waiter};
 
 mod basis;
 mod clock;
+mod leaving;
 mod mark;
 mod release;
 mod settle;
@@ -33,18 +34,23 @@ mod tests;
 mod waiting_tests;
 
 pub use basis::{
-    may_have_waiters, queue_matters, refusal_trust, remembered_queue_holds, remembered_turn_holds,
-    Basis, Trust,
+    grant_on_memory, may_have_waiters, queue_matters, refusal_trust, remembered_queue_holds,
+    remembered_turn_holds, Basis, Trust,
 };
 pub use clock::{retry_at, Clock};
+pub use leaving::{
+    after_leaving, gave_up_holding, gives_up_in_trouble, giving_up_reads_on, vanished,
+    AfterLeaving, Vanished,
+};
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
     ReleaseDecision, RenewDecision,
 };
-pub use settle::landed;
+pub use settle::{hold_over, landed};
 pub use waiting::{
-    after_leaving, decide_waiting, over_waiters_cap, AfterLeaving, WaitDecision, WaitFailure,
+    admission, decide_waiting, names_requestor, orphans, over_waiters_cap, Admission, WaitDecision,
+    WaitFailure,
 };
 
 /// A validated acquire request.

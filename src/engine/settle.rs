@@ -1,8 +1,10 @@
 //! When a write whose answer was lost counts as landed: judged on a read made after it,
 //! never guessed (the service's one write-and-settle path, `service::outcome`, asks this).
 //!
-//! Keeps I10 (DESIGN.md, "Invariants"): `landed` knows a write by what only it could have done.
+//! Keeps I10 (DESIGN.md, "Invariants"): `landed` knows a write by what only it could have done,
+//! and `hold_over` a release's end on the latest copy only.
 
+use super::Basis;
 use crate::record::LockRecord;
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
@@ -29,6 +31,21 @@ pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecor
     same_write(now, written)
 }
 
+/// Whether the hold that a release set out to end is over, as `now`, read on `basis`, shows.
+/// `ending` is the record the release's write replaced, when that write's lost answer was
+/// read back as not landed: that read may have gone out on another session than the write
+/// (a stand-in, a new session), not ordered after it, so the write may land after all. Only
+/// the latest copy can show the hold gone; then it has ended as the call asked, whoever ended
+/// it, and deciding again would refuse the release (the lock held by the waiter it went to)
+/// or force-release that waiter too.
+pub fn hold_over(ending: &LockRecord, now: &LockRecord, basis: Basis) -> bool {
+    let held_still = match (&ending.holder, &now.holder) {
+        (Some(was), Some(holder)) => was.same_grant(holder),
+        _ => false,
+    };
+    basis == Basis::Latest && !held_still
+}
+
 /// Equal apart from the fencing token, which a grant leaves for the store to fill in.
 fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
     let strip = |record: &LockRecord| {
@@ -43,8 +60,9 @@ fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::landed;
+    use super::{hold_over, landed};
     use crate::engine::tests::{granted, NOW};
+    use crate::engine::Basis;
     use crate::record::LockRecord;
 
     #[test]
@@ -89,5 +107,27 @@ mod tests {
         let mut tokenless = renewed.clone();
         tokenless.holder.as_mut().unwrap().fencing_token = None;
         assert!(landed(Some(&before), &tokenless, &renewed));
+    }
+
+    #[test]
+    fn a_hold_a_release_set_out_to_end_is_over_when_the_latest_copy_shows_it_gone() {
+        let (ending, _) = granted("a", NOW);
+        let (next, _) = granted("b", NOW);
+        let free = LockRecord::default();
+        let mut renewed = ending.clone();
+        renewed.holder.as_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(9_000));
+        // (record read, basis read on, over)
+        let table = [
+            (&free, Basis::Latest, true),
+            (&next, Basis::Latest, true),
+            (&ending, Basis::Latest, false),
+            (&renewed, Basis::Latest, false),
+            (&free, Basis::Read, false),
+            (&next, Basis::Cached, false),
+            (&free, Basis::Remembered, false),
+        ];
+        for (i, (now, basis, over)) in table.into_iter().enumerate() {
+            assert_eq!(hold_over(&ending, now, basis), over, "row {i}");
+        }
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! Keeps (DESIGN.md, "Invariants") I1 (the head takes only a lock with no untakeable holder), I5
 //! (`revoking` only at the cleanup limit and when forceful, or at once on `cleanup_ms` 0), I11
-//! (`after_leaving`) and I15 (`over_waiters_cap`).
+//! (`WaitFailure::LeaseEnded`: an ended lease is not granted again; how a waiting call ends
+//! otherwise is `leaving`'s) and I15 (`over_waiters_cap`, `admission`).
 
 use super::{
-    announce_waiter, handed_to, holder_with_lease, live_requestor, may_preempt, queued_after, Clock,
+    announce_waiter, handed_to, live_requestor, may_preempt, queued_after, refusal_trust, Basis,
+    Clock, Trust,
 };
 use crate::model::UnixMillis;
 use crate::record::{Forced, Holder, LockRecord, Requestor};
@@ -70,39 +72,51 @@ pub fn over_waiters_cap(queue: &[Waiter], me: &Waiter, priority: u32, cap: usize
     earlier >= cap && priority != crate::model::Priority::OVERRIDE.get()
 }
 
-/// What a waiting caller that has left its queue still owes the record, read after its
-/// leave was answered (no hand-off can reach it any more).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AfterLeaving {
-    /// The lock reached it just before: release it, so that it goes on.
-    PassOn,
-    /// The lock reached it just before, and the call has a `request_id`: the grant is kept
-    /// for the call's retry, which may come through any instance (and may have come
-    /// already), until its lease runs out, as any grant made for a `request_id` is (I9,
-    /// I11's exception).
-    KeepForRetry,
-    /// It is the requestor: write `record`, the same without its requestor slot.
-    Withdraw(Box<LockRecord>),
-    /// Nothing of it is left in the record.
-    Nothing,
+/// Whether a waiting caller not yet counted against the per-lock cap is let in, judged on a
+/// queue read on `basis` (I15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Within the cap: counted, and not judged again.
+    Admitted,
+    /// Not judged: a remembered queue is not the whole queue (a rider sees only the waiter
+    /// ahead of it), so the caller is judged on its next read.
+    Unjudged,
+    /// Over the cap on the latest copy: the caller leaves with `too_many_waiters`.
+    TooMany,
+    /// Over the cap on a copy that may still list waiters that have left: judged again on
+    /// this basis, since the refusal is given on the latest copy only (I4).
+    ReadAgain(Basis),
 }
 
-/// See [`AfterLeaving`]. `me` is the waiter's id, `ticket` what it joined with.
-pub fn after_leaving(record: &LockRecord, me: &str, ticket: &Ticket) -> AfterLeaving {
-    if holder_with_lease(record, &ticket.lease_id).is_some() {
-        return match ticket.request_id {
-            Some(_) => AfterLeaving::KeepForRetry,
-            None => AfterLeaving::PassOn,
-        };
+/// See [`Admission`]; `over_waiters_cap` says who is over the cap.
+pub fn admission(
+    queue: &[Waiter],
+    me: &Waiter,
+    priority: u32,
+    cap: usize,
+    basis: Basis,
+) -> Admission {
+    if basis == Basis::Remembered {
+        return Admission::Unjudged;
     }
-    if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) != Some(me) {
-        return AfterLeaving::Nothing;
+    if !over_waiters_cap(queue, me, priority, cap) {
+        return Admission::Admitted;
     }
-    AfterLeaving::Withdraw(Box::new(LockRecord {
-        requestor: None,
-        forced: None,
-        ..record.clone()
-    }))
+    match refusal_trust(basis) {
+        Trust::Act => Admission::TooMany,
+        Trust::ReadAgain(again) => Admission::ReadAgain(again),
+    }
+}
+
+/// Whether `record`'s requestor slot is the waiter `waiter_id`'s.
+pub fn names_requestor(record: &LockRecord, waiter_id: &str) -> bool {
+    record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) == Some(waiter_id)
+}
+
+/// The entries of `me`'s call other than `me`: made by a join whose answer was lost, then
+/// retried. The call removes them, or one would later be handed the lock (I11).
+pub fn orphans<'a>(queue: &'a [Waiter], me: &'a Waiter) -> impl Iterator<Item = &'a Waiter> {
+    queue.iter().filter(|w| w.key == me.key && w.id != me.id)
 }
 
 fn earliest(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
@@ -159,7 +173,7 @@ pub fn decide_waiting(
         };
     };
     let slot = current.requestor.as_ref();
-    let i_am_requestor = slot.and_then(|r| r.waiter.as_deref()) == Some(my_id);
+    let i_am_requestor = names_requestor(current, my_id);
     if i_am_requestor && me.priority > holder.priority {
         let deadline = slot.and_then(|r| r.cleanup_deadline).unwrap_or(now);
         let limit = earliest(wait_until, Some(deadline)).unwrap_or(deadline);

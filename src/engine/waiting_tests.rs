@@ -278,6 +278,34 @@ fn the_waiters_cap_counts_only_callers_who_joined_earlier() {
 }
 
 #[test]
+fn the_waiters_cap_turns_a_caller_away_only_on_the_latest_copy_of_a_read_queue() {
+    use Basis::*;
+    let queue: Vec<Waiter> = (1..=4)
+        .map(|seq| waiter(&format!("k{seq}"), 0, seq))
+        .collect();
+    let (first, last) = (&queue[0], &queue[3]);
+    // (me, basis, admission) with a cap of 3: `last` is over it, `first` within it.
+    let table = [
+        (first, Read, Admission::Admitted),
+        (first, Latest, Admission::Admitted),
+        (first, Cached, Admission::Admitted),
+        (first, Remembered, Admission::Unjudged),
+        (last, Remembered, Admission::Unjudged),
+        (last, Cached, Admission::ReadAgain(Latest)),
+        (last, Read, Admission::ReadAgain(Latest)),
+        (last, Latest, Admission::TooMany),
+    ];
+    for (i, (me, basis, want)) in table.into_iter().enumerate() {
+        assert_eq!(admission(&queue, me, 0, 3, basis), want, "row {i}");
+    }
+    let overriding = Priority::OVERRIDE.get();
+    assert_eq!(
+        admission(&queue, last, overriding, 3, Latest),
+        Admission::Admitted
+    );
+}
+
+#[test]
 fn an_sre_override_is_never_turned_away_by_the_waiters_cap() {
     let queue: Vec<Waiter> = (1..=4)
         .map(|seq| waiter(&format!("k{seq}"), 0, seq))
@@ -332,4 +360,18 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
         after_leaving(&held(0), &me.id, &mine),
         AfterLeaving::Nothing
     );
+}
+
+#[test]
+fn a_calls_other_entries_are_orphans_and_only_its_own_slot_names_it() {
+    let me = waiter("k", 1, 2);
+    let lost = waiter("k", 1, 1);
+    let other = waiter("j", 1, 3);
+    let queue = [lost.clone(), me.clone(), other.clone()];
+    let found: Vec<&Waiter> = orphans(&queue, &me).collect();
+    assert_eq!(found, [&lost]);
+    let asked = with_requestor(held(0), &me, 2, NOW.plus(1000));
+    assert!(names_requestor(&asked, &me.id));
+    assert!(!names_requestor(&asked, &lost.id));
+    assert!(!names_requestor(&held(0), &me.id));
 }

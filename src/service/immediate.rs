@@ -1,7 +1,8 @@
 //! The immediate path of an acquire: rounds of (read or remembered record, the engine's
 //! decision, one conditional write) that grant a free or expired lock at once, refuse on the
 //! latest copy, or say that the call must wait (to queue, or to preempt). Most acquires find
-//! no record, or the free record this instance left, and write at once (`cache`).
+//! no record, or the free record this instance left, and write at once (`cache`); what the
+//! first round decides on is the engine's rule (`AcquireRequest::first_basis`).
 //!
 //! Keeps (DESIGN.md, "Invariants") I4 (refusals on the latest copy), I6 (the override's
 //! grant is audited) and I10 (a lost answer settled, through `outcome`).
@@ -45,36 +46,13 @@ impl LockService {
         new_lease: LeaseId,
         sent_grant: &mut bool,
     ) -> Result<Immediate, ServiceError> {
-        // Most acquires find no record, or the free record this instance left: write at once,
-        // and read only if that fails. A decision not to write is only made on a fresh read.
-        // Not while callers wait here: a lock they are about to take must not be taken past
-        // them by a caller who never queued (the record may not say yet that they wait).
         let began = Instant::now();
-        let optimistic = request.lease_id.is_none() && !self.local.any(name);
-        // While callers of this instance wait for the lock, a caller willing to wait nearly
-        // always waits too, and the record this instance wrote last is enough to decide that
-        // much: it decides again on a fresh read once it has joined, where the lock is
-        // granted to it if it turns out free for it (the engine refuses such a caller only
-        // for a retry or a renewal, which the record as it is decides).
-        let may_wait = request.waiting_ms.is_some_and(|ms| ms > 0);
-        let waits_behind =
-            !optimistic && request.lease_id.is_none() && request.request_id.is_none() && may_wait;
-        // A caller that will not wait, on a lock this instance last wrote as held by a live
-        // lease (and no caller waits for here), is most likely refused, and a refusal is
-        // decided on the latest copy: its first round reads that, rather than write
-        // optimistically or read plainly first.
-        let likely_refused =
-            optimistic && !may_wait && self.cache.last_written_held(name, self.wall.now());
-        let mut first =
-            (!likely_refused && (optimistic || waits_behind)).then(|| self.cache.get(name));
         // What the last write that lost its race was planned on, for the log if all do.
         let mut lost_on = None;
-        // The basis the next round reads on, when it does not decide on what is remembered.
-        let mut basis = if likely_refused {
-            Basis::Latest
-        } else {
-            Basis::Read
-        };
+        // The basis the next round decides on: the first as the engine says, then a read.
+        let mut basis = request.first_basis(self.local.any(name), || {
+            self.cache.last_written_held(name, self.wall.now())
+        });
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,
             // within a bound for the whole call (`round_deadline`).
@@ -86,21 +64,10 @@ impl LockService {
                 record,
                 queue,
                 basis: on,
-            } = match first.take() {
-                Some(Some((record, version, rest))) if waits_behind => {
-                    Read::remembered(record, version, rest)
-                }
-                Some(None) if optimistic => Read::cached(None, Vec::new(), Basis::Cached),
-                Some(Some((record, version, _)))
-                    if optimistic
-                        && record.holder.is_none()
-                        && record.requestor.is_none()
-                        && record.queued.is_none() =>
-                {
-                    Read::cached(Some((record, version)), Vec::new(), Basis::Cached)
-                }
-                _ if asked == Basis::Latest => self.read_latest(name, deadline).await?,
-                _ => self.read(name, deadline, now, false).await?,
+            } = match self.remembered_for(name, asked) {
+                Some(read) => read,
+                None if asked == Basis::Latest => self.read_latest(name, deadline).await?,
+                None => self.read(name, deadline, now, false).await?,
             };
             let done = |outcome| Ok(Immediate::Done(outcome));
             let decision =
@@ -193,6 +160,27 @@ impl LockService {
         Err(ServiceError::StoreUnavailable(
             "the lock changed too often to decide".into(),
         ))
+    }
+
+    /// What an acquire decides on without reading, when `basis` says so and this instance
+    /// has it: the remembered record and queue (`Remembered`), or the record it wrote last,
+    /// or none if it remembers none, when a grant may be planned on that
+    /// (`Cached`, `engine::grant_on_memory`).
+    fn remembered_for(&self, name: &LockName, basis: Basis) -> Option<Read> {
+        match (basis, self.cache.get(name)) {
+            (Basis::Remembered, Some((record, version, rest))) => {
+                Some(Read::remembered(record, version, rest))
+            }
+            (Basis::Cached, None) => Some(Read::cached(None, Vec::new(), Basis::Cached)),
+            (Basis::Cached, Some((record, version, _))) if engine::grant_on_memory(&record) => {
+                Some(Read::cached(
+                    Some((record, version)),
+                    Vec::new(),
+                    Basis::Cached,
+                ))
+            }
+            _ => None,
+        }
     }
 
     /// What every grant that landed is recorded by: the override's audit line (`replaced`:

@@ -22,7 +22,7 @@ use tracing::info;
 use super::events::EventKind;
 use super::waiting::Step;
 use super::{refused, LockService, Read, Refusal, ServiceError};
-use crate::engine::{self, holder_with_lease, AfterLeaving};
+use crate::engine::{self, AfterLeaving};
 use crate::model::LockName;
 use crate::store::Reads;
 use crate::store::{Fresh, RecordWrite, WriteOutcome};
@@ -41,14 +41,9 @@ impl LockService {
         let deadline = self.deadline();
         let left = self.store.leave(name, me, deadline).await?;
         let now = self.wall.now();
-        // An entry already gone may have gone in a hand-off to this waiter, whose write the
-        // server this read goes to may not have applied yet: that read is made after a sync.
-        let Read { record, queue, .. } = if left {
-            self.read(name, deadline, now, true).await?
-        } else {
-            self.read_latest(name, deadline).await?
-        };
-        if !left && holder_with_lease(&record, &ticket.lease_id).is_some() {
+        let basis = engine::giving_up_reads_on(left);
+        let Read { record, queue, .. } = self.read_cached(name, deadline, now, basis).await?;
+        if engine::gave_up_holding(left, &record, &ticket.lease_id) {
             return Ok(Step::Done(Box::new(Ok(
                 self.granted(name, ticket, &record, &queue, now)
             ))));

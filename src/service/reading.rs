@@ -23,9 +23,9 @@
 //! a session's requests are processed in order, so the read is answered after the sync, and
 //! the pair costs about one round trip to the leader more than a plain read. An acquire that
 //! will not wait, on a lock this instance last wrote as held by a live lease (however long
-//! ago) and with no callers waiting for it here, reads the latest copy at once (`acquire`):
-//! it is most likely refused, and an optimistic write or a plain read first would only be
-//! followed by that read.
+//! ago) and with no callers waiting for it here, reads the latest copy at once
+//! (`engine::AcquireRequest::first_basis`): it is most likely refused, and an optimistic
+//! write or a plain read first would only be followed by that read.
 //!
 //! Keeps I4 (the rule above) and I7 (a remembered queue only while it holds); see DESIGN.md,
 //! "Invariants".

@@ -136,16 +136,10 @@ impl LockService {
                 basis: on,
             } = self.read_cached(name, deadline, now, this_round).await?;
             // Once such a read shows that hold gone, it has ended as the call asked, whoever
-            // ended it, as `engine::landed` judges a lost answer. Deciding again would refuse
-            // a release (the lock held by the waiter it went to), or force-release that waiter
-            // too.
-            let held_still = |ended: &LockRecord| match (&ended.holder, &record.holder) {
-                (Some(was), Some(now)) => was.same_grant(now),
-                _ => false,
-            };
+            // ended it (`engine::hold_over`).
             if let Some(ended) = ending
                 .as_ref()
-                .filter(|e| on == Basis::Latest && !held_still(e))
+                .filter(|ending| engine::hold_over(ending, &record, on))
             {
                 tell_handed(&self.local, name, &record, &queue, &unsettled.tried);
                 unsettled.armed = false;

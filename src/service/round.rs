@@ -3,7 +3,7 @@
 //! register as the requestor, give up, or wait for the next change.
 //!
 //! Keeps (DESIGN.md, "Invariants") I4 (`too_many_waiters` and `superseded` on the latest copy), I5
-//! (the holder asked to clean up, told when revoked), I8 (`gives_up_in_trouble`), I10 (a lost
+//! (the holder asked to clean up, told when revoked), I8 (`engine::gives_up_in_trouble`), I10 (a lost
 //! answer read again, a late grant recognised), I11 (no entry of the call left queued;
 //! `leave_or_take`) and I15 (the per-lock cap).
 
@@ -14,7 +14,7 @@ use super::events::{AcquireAudit, EventKind};
 use super::joining::Grace;
 use super::waiting::{Step, WaitState};
 use super::{refused, snapshot, token_of, Granted, LockService, Put, Read, Refusal, ServiceError};
-use crate::engine::{self, Basis, Trust, WaitDecision, WaitFailure};
+use crate::engine::{self, Admission, Basis, Trust, Vanished, WaitDecision, WaitFailure};
 use crate::metrics::{HeadGrace, WaitLimit, Wakeup};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::LockRecord;
@@ -27,23 +27,6 @@ use crate::waiter::{Ticket, Waiter};
 fn instant_at(until: Option<UnixMillis>, now: UnixMillis) -> Instant {
     let ms = until.map_or(30_000, |u| u64::try_from(u.0 - now.0).unwrap_or(0) + 1);
     Instant::now() + Duration::from_millis(ms)
-}
-
-/// Whether a waiting call whose rounds have failed for `troubled` stops trying, and answers
-/// the last error (503). It tries for the store timeout in any case; then, while its wait has
-/// not run out, for as long as its queue entry may outlive the loss of contact with the store
-/// (`store::EntryLife`). A waiter parked on its watch never notices a short
-/// outage (an election, a lost connection), and one whose round happened to fall into it
-/// must not lose its place for it: the entry is still there, and the first round after the
-/// outage goes on as if nothing happened. Beyond that time the entry has most likely gone with
-/// its session, and the caller hears so instead of waiting on (I8).
-pub(super) fn gives_up_in_trouble(
-    troubled: Duration,
-    store_timeout: Duration,
-    entry_outlives_outage: Duration,
-    waited_out: bool,
-) -> bool {
-    troubled >= store_timeout && (waited_out || troubled >= entry_outlives_outage)
 }
 
 impl LockService {
@@ -64,7 +47,7 @@ impl LockService {
                 let waited_out = ticket
                     .wait_until()
                     .is_some_and(|until| self.wall.now() >= until);
-                if gives_up_in_trouble(
+                if engine::gives_up_in_trouble(
                     since.elapsed(),
                     self.store_timeout,
                     self.store.entry_life().outlives_outage,
@@ -113,29 +96,34 @@ impl LockService {
             None if asked == Basis::Latest => self.read_latest(name, deadline).await?,
             None => self.read(name, deadline, now, true).await?,
         };
-        for orphan in queue.iter().filter(|w| w.key == me.key && w.id != me.id) {
-            // A node of this call whose create answer was lost, then retried.
+        for orphan in engine::orphans(&queue, me) {
             self.store.leave(name, orphan, deadline).await?;
         }
-        if record.requestor.as_ref().and_then(|r| r.waiter.as_deref()) == Some(me.id.as_str()) {
+        if engine::names_requestor(&record, &me.id) {
             state.was_requestor = true;
         }
         let version = stored.as_ref().map(|s| s.version);
-        if !state.admitted && on != Basis::Remembered {
+        if !state.admitted {
             // Callers a hand-off carried in whose first round read nothing are not counted
             // yet: at most `MAX_RIDERS` per lock and instance (see `rider_turn`).
-            if engine::over_waiters_cap(&queue, me, ticket.priority, self.max_waiters_per_lock) {
-                if let Trust::ReadAgain(again) = engine::refusal_trust(on) {
+            let cap = self.max_waiters_per_lock;
+            match engine::admission(&queue, me, ticket.priority, cap, on) {
+                Admission::Unjudged => {}
+                Admission::Admitted => {
+                    state.admitted = true;
+                    state.uncounted = None;
+                }
+                Admission::ReadAgain(again) => {
                     state.basis = again;
                     return Ok(Step::Again);
                 }
-                self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
-                return self
-                    .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
-                    .await;
+                Admission::TooMany => {
+                    self.metrics.waits_refused.at(WaitLimit::PerLock).inc();
+                    return self
+                        .leave_or_take(name, me, ticket, Refusal::TooManyWaiters)
+                        .await;
+                }
             }
-            state.admitted = true;
-            state.uncounted = None;
         }
         let done = |refusal| {
             Ok(Step::Done(Box::new(Err(refused(
@@ -273,17 +261,13 @@ impl LockService {
             }
             WaitDecision::Vanished => {
                 let session = state.entry_session;
-                if session.is_none() || self.store.entry_life().session != session {
-                    return Err(ServiceError::StoreUnavailable(
+                let kept = session.is_some() && self.store.entry_life().session == session;
+                match engine::vanished(kept) {
+                    Vanished::WithSession => Err(ServiceError::StoreUnavailable(
                         "the queue entry vanished with its store session".into(),
-                    ));
+                    )),
+                    Vanished::GrantEnded => done(Refusal::LeaseEnded),
                 }
-                // The entry is this call's alone and was not lost with its session, so a
-                // hand-off removed it: the lock reached this caller. The read showed one state
-                // (`Take::Both`) in which the caller does not hold it, so it
-                // was taken from the caller before it heard (preempted, force released, or
-                // its lease ran out): its grant has ended.
-                done(Refusal::LeaseEnded)
             }
             WaitDecision::Wait { until, watch } => {
                 let until = instant_at(until, now);
@@ -335,7 +319,3 @@ impl LockService {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "round_tests.rs"]
-mod tests;

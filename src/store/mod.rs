@@ -52,7 +52,7 @@ pub struct EntryLife {
     /// How long a queue entry may outlive this instance's loss of contact with the store:
     /// ZooKeeper keeps a disconnected session, and the entries made on it, for its session
     /// timeout. A waiting call that cannot reach the store keeps trying about that long,
-    /// since its place may still be there (see `service::round::gives_up_in_trouble`).
+    /// since its place may still be there (see `engine::gives_up_in_trouble`).
     pub outlives_outage: Duration,
 }
 

@@ -8,7 +8,7 @@
 //! outage depends on timing (the primary's reconnection rounds against the election), so it
 //! is printed, not asserted.
 //!
-//! A waiter whose round falls into the outage (`service::round::gives_up_in_trouble`) keeps
+//! A waiter whose round falls into the outage (`engine::gives_up_in_trouble`) keeps
 //! trying while its queue entry may outlive it (the session timeout), so it keeps its place;
 //! through a longer outage it answers 503 instead of waiting on, and leaves nothing behind.
 

@@ -1,5 +1,11 @@
-use super::gives_up_in_trouble;
+//! Rule-by-rule tests of how a waiting call ends other than by taking the lock.
+
 use std::time::Duration;
+
+use super::*;
+use crate::engine::handed_to;
+use crate::engine::tests::{granted, NOW};
+use crate::engine::waiting_tests::ticket;
 
 const STORE_TIMEOUT: Duration = Duration::from_millis(1000);
 const SESSION: Duration = Duration::from_millis(3000);
@@ -42,4 +48,32 @@ fn a_waiter_rides_out_trouble_while_its_entry_may_last_and_it_still_waits() {
     ));
     // A session shorter than the store timeout: the store timeout still holds.
     assert!(!gives_up_in_trouble(ms(999), STORE_TIMEOUT, ms(500), false));
+}
+
+#[test]
+fn a_vanished_entry_means_an_ended_grant_only_when_its_session_kept_it() {
+    assert_eq!(vanished(true), Vanished::GrantEnded);
+    assert_eq!(vanished(false), Vanished::WithSession);
+}
+
+#[test]
+fn a_caller_giving_up_takes_a_lock_handed_to_it_only_if_its_entry_was_gone() {
+    let me = ticket("p", 1, Some(1000), false);
+    let handed = handed_to(&LockRecord::default(), &me, NOW, None);
+    let (other, _) = granted("h", NOW);
+    // (own delete removed the entry, record read after, basis read on, takes the lock)
+    let table = [
+        (true, &handed, Basis::Read, false),
+        (true, &other, Basis::Read, false),
+        (false, &handed, Basis::Latest, true),
+        (false, &other, Basis::Latest, false),
+    ];
+    for (i, (left, record, basis, takes)) in table.into_iter().enumerate() {
+        assert_eq!(giving_up_reads_on(left), basis, "row {i}");
+        assert_eq!(
+            gave_up_holding(left, record, &me.lease_id),
+            takes,
+            "row {i}"
+        );
+    }
 }
