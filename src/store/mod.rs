@@ -1,9 +1,11 @@
 //! The storage boundary: versioned lock records with conditional writes.
 //!
-//! Both stores offer the same model as a ZooKeeper znode: a record carries a version and the
-//! id (zxid) of the write that last changed it, every write names the version it expects, and
-//! a write against a changed record reports [`WriteOutcome::Conflict`] so the caller can
-//! re-read and decide again.
+//! Every store (`zk`, `memory.rs`, `sim`) offers the same model as a ZooKeeper znode: a
+//! record carries a version and the id (zxid) of the write that last changed it, every write
+//! names the version it expects, and a write against a changed record reports
+//! [`WriteOutcome::Conflict`] so the caller can re-read and decide again. What a [`Version`]
+//! is made of, session identity and the collector's fence and delete (`collect.rs`, I13)
+//! stay behind [`LockStore`]; the service hands versions back and asks them questions.
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -36,7 +38,7 @@ pub struct Stored {
 
 /// A store session that owns queue entries (see [`EntryLife`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EntrySession(pub i64);
+pub struct EntrySession(pub(in crate::store) i64);
 
 /// What queue entries live and die with, as this instance sees it now
 /// ([`LockStore::entry_life`]).
