@@ -54,7 +54,7 @@ struct Entry {
 pub struct RecordCache {
     entries: Mutex<HashMap<LockName, Entry>>,
     /// Entries older than this are ignored, so a cached version is never older than the
-    /// collector allows for (see `gc`; I13).
+    /// collector allows for (see `store::collect`; I13).
     max_age: Duration,
     /// Locks whose head waits for no release here, until when (see `grace_missed`).
     graceless: Mutex<HashMap<LockName, Instant>>,

@@ -1,48 +1,16 @@
-//! Deferred, two-phase deletion of free lock records, and the sweep that finds free records
-//! nobody scheduled (an instance that crashed or restarted, an item dropped on errors).
+//! The collector of free lock records: it schedules each freed record's removal, and sweeps
+//! for free records nobody scheduled (an instance that crashed or restarted, an item dropped
+//! on errors) and for queue containers nobody waits in.
 //!
-//! ZooKeeper restarts a znode's version when the znode is created again, so a conditional
-//! write planned against a deleted record could land on its successor at the same version
-//! (an ABA: two holders). A release therefore writes a *free* record, and this collector
-//! removes it in two phases, each a delay apart:
+//! A record goes in two steps a delay apart, each a [`Collect`] step of the store: the
+//! fence, then, a full `delay` after it, the delete if the record is still in the state the
+//! fence left. What each step reads and writes, and why no write can then meet a new record,
+//! is `store::collect`'s. This module owns when: one fence item per name, the delays, the
+//! retries while the store is away, and the sweep.
 //!
-//! 1. **fence**: on a fresh read, if the record is still free, rewrite it as a fenced free
-//!    record. On ZooKeeper a fenced record sits at an **odd** version, and no live record
-//!    ever does (every lockwarden write leaves an even version: `store::zk::ops`,
-//!    `Ops::set_record`).
-//! 2. **delete**: a full delay after the fence, on a fresh read, delete it if it is still
-//!    in the very state the fence left (same `mzxid`, the id of the write that made it).
-//!
-//! Why no write can meet a new record:
-//! - Every item is re-read (with `sync`, so not from a lagging follower) right before its
-//!   write, and the write goes out on the session of that read, within the store timeout.
-//!   A collector item is only a reminder: however late it runs (a pause, a burst of items
-//!   behind a slow store, instances with different delays), it acts on the present state.
-//! - A write planned on a fenced record names an odd version, so it can land only on a
-//!   fenced free record, never on a live record that replaced it.
-//! - A write planned on a record before its fence names an even version. It is sent on the
-//!   session of its read, within the request timeout, and a request can be held across a
-//!   reconnect for at most 1.5 session timeouts; that whole window is shorter than the
-//!   delay (`ServeArgs::check`). A pause longer than the session timeout ends the session,
-//!   and the write with it. So it lands before the delete: on the old record, where the
-//!   fence has moved the version (it fails) or has not yet (it reuses the lock, and the
-//!   fence and delete then fail).
-//! - The delete names the fenced version and is checked against the fence's `mzxid`: it only
-//!   ever removes a fenced free record that nobody has touched for a full delay.
-//!
-//! Limits of the argument, stated so they can be checked:
-//! - "Sent within the request timeout" means the write is *issued* before its deadline;
-//!   a task delayed between the check and the send may issue it a little later. The delay
-//!   exceeds the window by a margin for that.
-//! - `sync` then read is how ZooKeeper offers an up-to-date read; across a leader change it
-//!   is not strictly linearizable (ZOOKEEPER-1675). The collector needs only that the read is
-//!   not older than the request timeout, which holds.
-//! - Parity holds for records only lockwarden writes. A Helix client's plain `setData` may
-//!   leave a live record at an odd version; such a record relies on the timing argument
-//!   alone (session binding and the `mzxid` check), which still holds.
-//!
-//! Keeps I13 (the argument above) and, with the sweep, I12 (no free record or empty queue container
-//! is left behind); see DESIGN.md, "Invariants".
+//! Keeps I13 with `store::collect` (the delay between the steps, a fresh step however late an
+//! item runs) and, with the sweep, I12 (no free record or empty queue container is left
+//! behind); see DESIGN.md, "Invariants".
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -51,17 +19,15 @@ use tokio::time::Instant;
 
 use tracing::{debug, warn};
 
+use crate::engine::collectable;
 use crate::model::LockName;
-use crate::store::Reads;
-use crate::store::{Fresh, ListQuery, LockStore, RecordWrite, Stored, WriteOutcome};
+use crate::store::{Collect, Collected, FenceMark, ListQuery, LockStore};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Fence,
-    /// Delete the record if it is still in the state the fence left (its `Version::zxid`).
-    Delete {
-        fenced: i64,
-    },
+    /// Delete the record if it is still in the state the fence left.
+    Delete(FenceMark),
 }
 
 struct Item {
@@ -260,75 +226,40 @@ async fn sweep(shared: &Shared, store: &dyn LockStore, timing: GcTiming) -> Resu
         }
     }
     let deadline = Instant::now() + timing.store_timeout * 10;
-    store
-        .remove_empty_queues(deadline)
-        .await
-        .map_err(|error| debug!(%error, "the collector's sweep could not look at the queues"))
+    let cleared = store
+        .collect(Collect::EmptyQueues, collectable, deadline)
+        .await;
+    cleared.map(drop).map_err(|error| {
+        debug!(%error, "the collector's sweep could not look at the queues");
+    })
 }
 
-/// Runs one phase on a fresh read; returns the next item to queue, if any.
+/// Runs one step on the store; returns the next item to queue, if any.
 async fn run(
     store: &dyn LockStore,
     item: &Item,
     timing: GcTiming,
 ) -> Option<(Instant, Phase, u32)> {
-    let retry = || {
-        (item.tries < MAX_TRIES).then(|| {
-            let wait = timing.store_timeout.min(Duration::from_secs(1));
-            (Instant::now() + wait, item.phase, item.tries + 1)
-        })
+    let step = match item.phase {
+        Phase::Fence => Collect::Fence(&item.name),
+        Phase::Delete(mark) => Collect::Delete(&item.name, mark),
     };
     let deadline = Instant::now() + timing.store_timeout;
-    let stored = match store.read(&item.name, Fresh::Latest, deadline).await {
-        Ok(Some(stored)) => stored,
-        Ok(None) => return None,
-        Err(_) => return retry(),
-    };
-    if !is_collectable(&stored) {
-        // Taken again since: its next release schedules it anew.
-        return None;
-    }
-    let outcome = match item.phase {
-        Phase::Fence => {
-            store
-                .write(&item.name, RecordWrite::Fence(stored.version), deadline)
-                .await
-        }
-        Phase::Delete { fenced } if fenced == stored.version.zxid() => {
-            store
-                .write(&item.name, RecordWrite::Delete(stored.version), deadline)
-                .await
-        }
-        // Written since the fence: by a release, or by another instance's fence. Whoever
-        // wrote it has it scheduled (or the sweep finds it), so this item ends here. Were it
-        // to fence again, items of three instances a little apart would each move the record
-        // just before another's delete, and none would ever delete it.
-        Phase::Delete { .. } => return None,
-    };
-    match (item.phase, outcome) {
-        (Phase::Fence, Ok(WriteOutcome::Written { zxid, .. })) => Some((
-            Instant::now() + timing.delay,
-            Phase::Delete { fenced: zxid },
-            0,
-        )),
-        // Locks are nested under it: it stays as their parent; a later sweep finds it.
-        (Phase::Delete { .. }, Ok(WriteOutcome::NestedLocks)) => None,
-        (_, Ok(WriteOutcome::Written { .. })) => None,
-        // The record changed under the write (or the session did): look again.
-        (_, Ok(WriteOutcome::Conflict | WriteOutcome::NestedLocks)) => {
-            Some((Instant::now() + timing.delay, Phase::Fence, 0))
-        }
-        (_, Err(error)) => {
+    let done = store.collect(step, collectable, deadline).await;
+    // A full delay from the step's answer.
+    let later = Instant::now() + timing.delay;
+    match done {
+        Ok(Collected::Fenced(mark)) => Some((later, Phase::Delete(mark), 0)),
+        Ok(Collected::Done) => None,
+        Ok(Collected::Again) => Some((later, Phase::Fence, 0)),
+        Err(error) => {
             warn!(lock = %item.name, %error, "the collector will try again");
-            retry()
+            (item.tries < MAX_TRIES).then(|| {
+                let wait = timing.store_timeout.min(Duration::from_secs(1));
+                (Instant::now() + wait, item.phase, item.tries + 1)
+            })
         }
     }
-}
-
-/// The engine's rule, on a znode that holds a record (not an empty container of nested
-/// names, which ZooKeeper reaps itself).
-fn is_collectable(stored: &Stored) -> bool {
-    crate::engine::collectable(&stored.record) && stored.version.holds_record()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use super::*;
 use crate::record::LockRecord;
 use crate::store::memory::MemoryStore;
 use crate::store::Reads;
-use crate::store::{Fresh, RecordWrite, Version};
+use crate::store::{Fresh, RecordWrite, Version, WriteOutcome};
 
 const DELAY: Duration = Duration::from_millis(300);
 
@@ -194,36 +194,17 @@ async fn a_delete_that_finds_another_fence_leaves_the_record_to_it() {
     let name = LockName::parse("gc/b").unwrap();
     free_record(&store, &name).await;
     let deadline = Instant::now() + Duration::from_secs(1);
-    let read = |store: Arc<MemoryStore>, name: LockName| async move {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        store
-            .read(&name, Fresh::Latest, deadline)
-            .await
-            .unwrap()
-            .unwrap()
-    };
-    let mine = match store
-        .write(
-            &name,
-            RecordWrite::Fence(read(store.clone(), name.clone()).await.version),
-            deadline,
-        )
-        .await
-        .unwrap()
-    {
-        WriteOutcome::Written { zxid, .. } => zxid,
-        other => panic!("{other:?}"),
+    let fence = Collect::Fence(&name);
+    let Collected::Fenced(mine) = store.collect(fence, collectable, deadline).await.unwrap() else {
+        panic!("fenced");
     };
     // Another instance's item fences the record again.
-    let theirs = read(store.clone(), name.clone()).await.version;
-    store
-        .write(&name, RecordWrite::Fence(theirs), deadline)
-        .await
-        .unwrap();
+    let again = store.collect(fence, collectable, deadline).await.unwrap();
+    assert!(matches!(again, Collected::Fenced(theirs) if theirs != mine));
     let item = Item {
         due: Instant::now(),
         name: name.clone(),
-        phase: Phase::Delete { fenced: mine },
+        phase: Phase::Delete(mine),
         tries: 0,
     };
     assert_eq!(run(store.as_ref(), &item, timing()).await, None);

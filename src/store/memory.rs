@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
+use super::collect::Removal;
 use super::{
     listed, Change, Found, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore, RecordWrite,
     StoreError, Take, Version, Wake, WriteOutcome,
@@ -97,25 +98,7 @@ impl LockStore for MemoryStore {
         Ok(match write {
             RecordWrite::Create(record) => inner.write(name, record, None),
             RecordWrite::Update(record, version) => inner.write(name, record, Some(version)),
-            RecordWrite::Fence(version) => inner.write(name, &LockRecord::default(), Some(version)),
-            RecordWrite::Delete(version) => {
-                if inner.version_of(name) != Some(version.number) {
-                    return Ok(WriteOutcome::Conflict);
-                }
-                inner.locks.remove(name);
-                inner.changed(name);
-                let zxid = inner.next_zxid();
-                WriteOutcome::Written {
-                    zxid,
-                    version: Version::plain(-1),
-                }
-            }
         })
-    }
-
-    async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
-        // An empty queue is dropped as its last waiter leaves.
-        Ok(())
     }
 
     async fn list(&self, query: &ListQuery, _: Instant) -> Result<ListPage, StoreError> {
@@ -237,6 +220,44 @@ impl LockStore for MemoryStore {
 
     fn changes(&self) -> broadcast::Receiver<Change> {
         self.lock().feed.0.subscribe()
+    }
+}
+
+#[async_trait]
+impl Removal for MemoryStore {
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        Ok(self
+            .lock()
+            .write(name, &LockRecord::default(), Some(version)))
+    }
+
+    async fn delete(
+        &self,
+        name: &LockName,
+        version: Version,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        let mut inner = self.lock();
+        if inner.version_of(name) != Some(version.number) {
+            return Ok(WriteOutcome::Conflict);
+        }
+        inner.locks.remove(name);
+        inner.changed(name);
+        let zxid = inner.next_zxid();
+        Ok(WriteOutcome::Written {
+            zxid,
+            version: Version::plain(-1),
+        })
+    }
+
+    async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
+        // An empty queue is dropped as its last waiter leaves.
+        Ok(())
     }
 }
 

@@ -1,9 +1,11 @@
 //! The storage boundary: versioned lock records with conditional writes.
 //!
-//! Both stores offer the same model as a ZooKeeper znode: a record carries a version and the
-//! id (zxid) of the write that last changed it, every write names the version it expects, and
-//! a write against a changed record reports [`WriteOutcome::Conflict`] so the caller can
-//! re-read and decide again.
+//! Every store (`zk`, `memory.rs`, `sim`) offers the same model as a ZooKeeper znode: a
+//! record carries a version and the id (zxid) of the write that last changed it, every write
+//! names the version it expects, and a write against a changed record reports
+//! [`WriteOutcome::Conflict`] so the caller can re-read and decide again. What a [`Version`]
+//! is made of, session identity and the collector's fence and delete (`collect.rs`, I13)
+//! stay behind [`LockStore`]; the service hands versions back and asks them questions.
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -15,12 +17,14 @@ use crate::record::LockRecord;
 use crate::waiter::Watch;
 use crate::waiter::{Ticket, Waiter};
 
+mod collect;
 pub mod memory;
 mod reads;
 pub mod sim;
 mod version;
 pub mod zk;
 
+pub use collect::{Collect, Collected, FenceMark, Free};
 pub use reads::{Found, Fresh, Reads, Take};
 pub use version::Version;
 
@@ -34,7 +38,7 @@ pub struct Stored {
 
 /// A store session that owns queue entries (see [`EntryLife`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EntrySession(pub i64);
+pub struct EntrySession(pub(in crate::store) i64);
 
 /// What queue entries live and die with, as this instance sees it now
 /// ([`LockStore::entry_life`]).
@@ -63,13 +67,6 @@ pub enum RecordWrite<'a> {
     Create(&'a LockRecord),
     /// Replaces the record, if it is still at the version.
     Update(&'a LockRecord, Version),
-    /// Rewrites a free record as a *fenced* free record, if it is still at the version (see
-    /// `service::gc`). On ZooKeeper a fenced record sits at an odd version, which no live
-    /// record ever does.
-    Fence(Version),
-    /// Removes the record, if it is still at the version; `NestedLocks` when locks are
-    /// nested under it.
-    Delete(Version),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +114,7 @@ pub struct ListPage {
 }
 
 #[async_trait]
-pub trait LockStore: Send + Sync + 'static {
+pub trait LockStore: collect::Removal + Send + Sync + 'static {
     /// Reads what `take` names of a lock, as fresh as `fresh` says. `Take::Both` reads the
     /// record and the queue as **one state** of the store: a waiter decides each round on
     /// both, and two reads with a hand-off between them would show it neither its entry nor
@@ -142,10 +139,19 @@ pub trait LockStore: Send + Sync + 'static {
     async fn list(&self, query: &ListQuery, deadline: Instant) -> Result<ListPage, StoreError>;
     /// Succeeds when the store answers a request within the deadline.
     async fn ready(&self, deadline: Instant) -> Result<(), StoreError>;
-    /// Removes queue containers that hold no waiter. ZooKeeper reaps an emptied container
-    /// by itself, but not one that never had a child: a join whose waiter create was lost
-    /// after its container was made leaves one.
-    async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError>;
+    /// Runs one step of the collector ([`Collect`]): fences a record that `free` lets go,
+    /// deletes a fenced one still in the state its fence left, or removes empty queue
+    /// containers. Each record step reads afresh (ZooKeeper: `sync`, then one `getData`) and
+    /// writes on that read's session; the steps and why they never remove a live record
+    /// (I13) are in `collect.rs`.
+    async fn collect(
+        &self,
+        step: Collect<'_>,
+        free: Free,
+        deadline: Instant,
+    ) -> Result<Collected, StoreError> {
+        collect::step(self, step, free, deadline).await
+    }
 
     /// What queue entries live and die with (see [`EntryLife`]). The in-memory store's
     /// entries never vanish with a session and outlive no outage: session `0`, always alive.

@@ -53,6 +53,13 @@ impl Version {
         self.mzxid
     }
 
+    /// Whether more than one write may lie between `earlier` and this state of the same
+    /// record. On ZooKeeper lockwarden's writes move a record on by two versions (one from an
+    /// odd, fenced version), so a gap of more than two is several writes.
+    pub fn several_writes_after(&self, earlier: &Version) -> bool {
+        self.number - earlier.number > 2
+    }
+
     /// Whether a record is stored here: not an empty node (on ZooKeeper, a container of
     /// nested names, which the server reaps and no record is written into).
     pub fn holds_record(&self) -> bool {

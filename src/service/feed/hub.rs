@@ -171,7 +171,7 @@ impl State {
     ) -> Vec<(EventType, LockSnapshot)> {
         let now = self.clock.now();
         let at = self.rules_at(now);
-        let version = stored.as_ref().map(|s| s.version.number());
+        let version = stored.as_ref().map(|s| s.version);
         let record = stored.map(|s| s.record).unwrap_or_default();
         let known = self.known.entry(name.clone()).or_default();
         let mut events = Vec::new();
@@ -187,8 +187,8 @@ impl State {
                 events.push((EventType::Expired, lock));
             }
         }
-        // lockwarden's writes move a record on by two versions (one from an odd version).
-        let several = matches!((known.version, version), (Some(a), Some(b)) if b - a > 2);
+        let several =
+            matches!((known.version, version), (Some(a), Some(b)) if b.several_writes_after(&a));
         let mut kinds = classify(&known.record, &record, now, several);
         if queue.len() != known.queue.len() {
             kinds.push(EventType::Queue);

@@ -210,7 +210,7 @@ struct Cover {
 struct Known {
     record: LockRecord,
     /// The record's version when read (none when absent).
-    version: Option<i32>,
+    version: Option<crate::store::Version>,
     queue: Vec<Waiter>,
     /// The end of the holder's lease as last read.
     lease: Option<LeaseEnd>,

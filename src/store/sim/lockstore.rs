@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::super::collect::Removal;
 use super::super::{
     Change, EntryLife, EntrySession, Found, Fresh, HandOff, Joined, ListPage, ListQuery, LockStore,
     RecordWrite, StoreError, Take, Version, Wake, WriteOutcome,
@@ -46,12 +47,10 @@ pub(super) async fn apply(
             Applied::Outcome(leader.write(&name, update, now).await.expect("memory"))
         }
         Write::Fence(name, v) => {
-            let fence = RecordWrite::Fence(v);
-            Applied::Outcome(leader.write(&name, fence, now).await.expect("memory"))
+            Applied::Outcome(leader.fence(&name, v, now).await.expect("memory"))
         }
         Write::Delete(name, v) => {
-            let delete = RecordWrite::Delete(v);
-            Applied::Outcome(leader.write(&name, delete, now).await.expect("memory"))
+            Applied::Outcome(leader.delete(&name, v, now).await.expect("memory"))
         }
         Write::Enqueue(name, ticket) => {
             let entry = leader.enqueue(&name, &ticket, now).await.expect("memory");
@@ -121,8 +120,6 @@ impl LockStore for SimStore {
         self.outcome(match write {
             RecordWrite::Create(record) => Write::Create(name, record.clone()),
             RecordWrite::Update(record, version) => Write::Update(name, record.clone(), version),
-            RecordWrite::Fence(version) => Write::Fence(name, version),
-            RecordWrite::Delete(version) => Write::Delete(name, version),
         })
         .await
     }
@@ -134,10 +131,6 @@ impl LockStore for SimStore {
 
     async fn ready(&self, _: Instant) -> Result<(), StoreError> {
         self.request().await;
-        Ok(())
-    }
-
-    async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
         Ok(())
     }
 
@@ -267,5 +260,31 @@ impl LockStore for SimStore {
             }));
         }
         self.feed.subscribe()
+    }
+}
+
+/// The collector's writes go through the dice like any other.
+#[async_trait]
+impl Removal for SimStore {
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.outcome(Write::Fence(name.clone(), version)).await
+    }
+
+    async fn delete(
+        &self,
+        name: &LockName,
+        version: Version,
+        _: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.outcome(Write::Delete(name.clone(), version)).await
+    }
+
+    async fn remove_empty_queues(&self, _: Instant) -> Result<(), StoreError> {
+        Ok(())
     }
 }

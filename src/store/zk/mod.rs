@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 use zookeeper_client as zk;
 
+use super::collect::Removal;
 use super::{
     EntryLife, EntrySession, Fresh, HandOff, ListPage, ListQuery, LockStore, RecordWrite,
     StoreError, Version, WriteOutcome,
@@ -173,8 +174,6 @@ impl LockStore for ZkStore {
             RecordWrite::Update(record, version) => {
                 self.write_record(name, record, version, deadline).await
             }
-            RecordWrite::Fence(version) => self.fence_record(name, version, deadline).await,
-            RecordWrite::Delete(version) => self.delete_record(name, version, deadline).await,
         }
     }
 
@@ -212,10 +211,6 @@ impl LockStore for ZkStore {
             Ok(Err(e)) => Err(self.read_failed(Ok(e))),
             Err(e) => Err(self.read_failed(Err(e))),
         }
-    }
-
-    async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError> {
-        self.remove_childless_queue_dirs(deadline).await
     }
 
     fn entry_life(&self) -> EntryLife {
@@ -277,5 +272,31 @@ impl LockStore for ZkStore {
 
     fn changes(&self) -> tokio::sync::broadcast::Receiver<super::Change> {
         self.feed.subscribe()
+    }
+}
+
+/// The collector's writes (`store::collect`): `write.rs` and `queue.rs`.
+#[async_trait]
+impl Removal for ZkStore {
+    async fn fence(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.fence_record(name, version, deadline).await
+    }
+
+    async fn delete(
+        &self,
+        name: &LockName,
+        version: Version,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.delete_record(name, version, deadline).await
+    }
+
+    async fn remove_empty_queues(&self, deadline: Instant) -> Result<(), StoreError> {
+        self.remove_childless_queue_dirs(deadline).await
     }
 }

@@ -62,7 +62,7 @@ impl Ops {
     /// Writes a record at version `number` and leaves it at an **even** version: one setData
     /// from an odd version, two (the first writes nothing) from an even one. Live records
     /// therefore never sit at an odd version; odd versions belong to fenced free records
-    /// (see `service::gc`), so a write planned on a fenced record can only ever land on a
+    /// (see `store::collect`), so a write planned on a fenced record can only ever land on a
     /// fenced record, never on a live one created in its place (I13).
     pub(crate) fn set_record(&mut self, path: String, data: Vec<u8>, number: i32) {
         if number.rem_euclid(2) == 0 {
