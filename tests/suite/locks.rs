@@ -364,6 +364,13 @@ async fn a_listing_shows_each_locks_waiters_and_live_requestor(svc: Service) {
     let boss = waiting(json!({"owner": "boss", "lease_ms": 60_000, "priority": 5,
                               "waiting_ms": 30_000}));
     svc.wait_for_waiters("lq/busy", 2).await;
+    // Boss joins the queue first and then registers as the requestor: a second write.
+    eventually(
+        Duration::from_secs(10),
+        "boss registered as the requestor",
+        || async { svc.info("lq/busy").await["requestor"]["owner"] == "boss" },
+    )
+    .await;
 
     let (status, page) = svc.get("/v1/locks?prefix=lq/").await;
     assert_eq!(status, StatusCode::OK, "{page}");
