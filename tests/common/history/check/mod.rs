@@ -118,22 +118,29 @@ impl<'h> Lease<'h> {
                 known = update;
             }
         }
-        self.shortened(known, before)
+        // The one another instance may take over first: the expiry on the clock it was
+        // written on (see `lost_leases`).
+        self.shortened(known, before, |u| u.expiry + u.clock)
     }
 
-    /// `known`, or the earliest bound of a renew with a new length that was not acknowledged,
-    /// invoked after `known`'s op and before `before`: it may have landed, and its caller
-    /// asked for no more than that length from its invoke.
-    fn shortened(&self, known: Update<'h>, before: i64) -> Update<'h> {
+    /// `known`, or the bound of a renew with a new length that was not acknowledged, invoked
+    /// after `known`'s op and before `before`, whichever is earliest by `key`: the renew may
+    /// have landed, and its caller asked for no more than that length from its invoke.
+    fn shortened(
+        &self,
+        known: Update<'h>,
+        before: i64,
+        key: impl Fn(&Update<'h>) -> i64,
+    ) -> Update<'h> {
         self.shortening
             .iter()
             .filter(|s| s.op.invoke_ms > known.op.invoke_ms && s.op.invoke_ms <= before)
-            .fold(known, |end, &s| if s.expiry < end.expiry { s } else { end })
+            .fold(known, |end, &s| if key(&s) < key(&end) { s } else { end })
     }
 
     /// When the lease ended at the latest, and the op that says so.
     fn end(&self) -> (i64, &'h Op) {
-        let last = self.shortened(*self.updates.last().unwrap(), i64::MAX);
+        let last = self.shortened(*self.updates.last().unwrap(), i64::MAX, |u| u.expiry);
         match self.release {
             Some(release) if release.invoke_ms < last.expiry => (release.invoke_ms, release),
             _ => (last.expiry, last.op),
