@@ -1,10 +1,14 @@
-//! The acquire call: joins a retry with the same request_id to its first call, runs the
-//! immediate path inline (`immediate`), and runs a call that must wait (to queue, or to
-//! preempt) on a task of its own (see `waiting`).
+//! The acquire call, as one path: joins a retry with the same request_id to its first call
+//! (`replies`), then runs rounds of (read or remembered record, the engine's decision, one
+//! conditional write) that grant a free or expired lock at once, refuse on the latest copy,
+//! or say that the call must wait (to queue, or to preempt). Most acquires find no record,
+//! or the free record this instance left, and write at once (`cache`); what the first round
+//! decides on is the engine's rule (`AcquireRequest::first_basis`). A call that must wait
+//! runs on a task of its own (see `waiting`).
 //!
-//! Keeps (DESIGN.md, "Invariants") I4 (refusals on the latest copy), I6 (the override is audited),
-//! I9 (a retry joins or gets its first call's outcome; `still_granted`), I10 (a lost answer
-//! settled) and I11 (`UndoGrant`; a grant nobody receives is released).
+//! Keeps (DESIGN.md, "Invariants") I4 (refusals on the latest copy), I6 (the override is
+//! audited), I9 (a retry joins or gets its first call's outcome), I10 (a lost answer
+//! settled, through `outcome`) and I11 (`UndoGrant`; a grant nobody receives is released).
 
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -15,13 +19,15 @@ use super::events::AcquireAudit;
 use super::reconcile::UndoGrant;
 use super::replies::{Flight, OutcomeReceiver};
 use super::waiting::Cancelled;
-use super::AcquireOutcome;
-use super::{refused, snapshot, token_of, Granted, Immediate, LockService, Refusal, ServiceError};
-use crate::engine::{self, AcquireRequest};
+use super::{
+    refused, snapshot, token_of, AcquireOutcome, Granted, Immediate, LockService, Put, Read,
+    Refusal, ServiceError, WaitBasis, MAX_ROUNDS,
+};
+use crate::engine::{self, AcquireDecision, AcquireRefusal, AcquireRequest, Basis, Trust};
 use crate::metrics::WaitOutcome;
 use crate::model::{LeaseId, LockName, Priority};
-use crate::store::Fresh;
-use crate::store::Reads;
+use crate::record::{Holder, LockRecord};
+use crate::store::Version;
 
 impl LockService {
     /// Acquires on a task of its own. If nobody is left to receive a fresh grant (the caller
@@ -135,38 +141,162 @@ impl LockService {
         outcome_of(receiver).await
     }
 
-    /// A finished call's outcome for its retry: a grant only while its lease still holds the
-    /// lock (read afresh, with `sync`), so a retry never reports a lease that has ended.
-    pub(super) async fn still_granted(
+    /// Acquires without waiting, or says that the call must wait in the queue.
+    pub(super) async fn acquire_now(
         &self,
         name: &LockName,
-        outcome: AcquireOutcome,
-    ) -> AcquireOutcome {
-        let Ok(granted) = outcome else {
-            return outcome;
-        };
-        let deadline = self.deadline();
-        let now = self.wall.now();
-        let stored = self.store.read(name, Fresh::Latest, deadline).await?;
-        let record = stored.map(|s| s.record).unwrap_or_default();
-        let queue = self.store.queue(name, deadline).await?;
-        let live =
-            engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
-        if !live {
-            return Err(refused(
-                Refusal::LeaseEnded,
-                name,
-                &record,
-                &queue,
-                self.clock(now),
-            ));
+        request: &AcquireRequest,
+        new_lease: LeaseId,
+        sent_grant: &mut bool,
+    ) -> Immediate {
+        match self
+            .try_acquire_now(name, request, new_lease, sent_grant)
+            .await
+        {
+            Ok(immediate) => immediate,
+            Err(error) => Immediate::Done(Err(error)),
         }
-        Ok(Granted {
-            fencing_token: token_of(&record),
-            lock: snapshot(name, &record, &queue, self.clock(now)),
-            fresh: false,
-            ..granted
-        })
+    }
+
+    async fn try_acquire_now(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        new_lease: LeaseId,
+        sent_grant: &mut bool,
+    ) -> Result<Immediate, ServiceError> {
+        let began = Instant::now();
+        // What the last write that lost its race was planned on, for the log if all do.
+        let mut lost_on = None;
+        // The basis the next round decides on: the first as the engine says, then a read.
+        let mut basis = request.first_basis(self.local.any(name), || {
+            self.cache.last_written_held(name, self.wall.now())
+        });
+        for _ in 0..MAX_ROUNDS {
+            // Each round (a read and a conditional write) has a store timeout of its own,
+            // within a bound for the whole call (`round_deadline`).
+            let deadline = self.round_deadline(began);
+            let now = self.wall.now();
+            let asked = std::mem::replace(&mut basis, Basis::Read);
+            let Read {
+                stored,
+                record,
+                queue,
+                basis: on,
+            } = match self.remembered_for(name, asked) {
+                Some(read) => read,
+                None if asked == Basis::Latest => self.read_latest(name, deadline).await?,
+                None => self.read(name, deadline, now, false).await?,
+            };
+            let done = |outcome| Ok(Immediate::Done(outcome));
+            let decision =
+                engine::decide_acquire(&record, &queue, request, self.clock(now), new_lease);
+            if let Trust::ReadAgain(again) = decision.trust(on) {
+                basis = again;
+                continue;
+            }
+            let (next, lease_id, fresh) = match decision {
+                AcquireDecision::AlreadyGranted { lease_id } => {
+                    // A retry is told "granted" only on a read after a sync: a lagging
+                    // follower may still show a lease that has ended.
+                    let lock = snapshot(name, &record, &queue, self.clock(now));
+                    let granted = Granted {
+                        lease_id,
+                        fencing_token: token_of(&record),
+                        lock,
+                        fresh: false,
+                    };
+                    return done(self.still_granted(name, Ok(granted)).await);
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LockHeld) => {
+                    let clock = self.clock(now);
+                    let retry_at = engine::retry_at(&record, &queue, clock);
+                    let refusal = Refusal::LockHeld { retry_at };
+                    return done(Err(refused(refusal, name, &record, &queue, clock)));
+                }
+                AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
+                    return done(Err(ServiceError::RequestIdReused))
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LeaseEnded) => {
+                    return done(Err(refused(
+                        Refusal::LeaseEnded,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    )))
+                }
+                AcquireDecision::Wait if on == Basis::Remembered => {
+                    return Ok(Immediate::MustWait(WaitBasis::Remembered))
+                }
+                AcquireDecision::Wait => return Ok(Immediate::MustWait(WaitBasis::Read(stored))),
+                AcquireDecision::OwnGrantLanded { lease_id } => {
+                    // An earlier round's grant, whose lost answer was read back (perhaps on
+                    // another session, not ordered after it) before it landed: the caller's.
+                    let Some(found) = stored else { continue };
+                    info!(lock = %name, "a grant read back as not landed had landed; answering it");
+                    self.grant_landed(name, request, None, &found.record, found.version);
+                    return done(Ok(Granted {
+                        lease_id,
+                        fencing_token: token_of(&found.record),
+                        lock: snapshot(name, &found.record, &queue, self.clock(now)),
+                        fresh: true,
+                    }));
+                }
+                AcquireDecision::Grant { record, lease_id } => (record, lease_id, true),
+                AcquireDecision::Reacquire { record, lease_id } => (record, lease_id, false),
+            };
+            *sent_grant |= fresh;
+            match self.put(name, stored.as_ref(), next, deadline).await? {
+                Put::Landed(written, version) => {
+                    self.grant_landed(name, request, record.holder.as_ref(), &written, version);
+                    // A fresh grant over a holder means its lease had run out (a live one is
+                    // never granted over without waiting): a lazy expiry.
+                    if let (true, Some(expired)) = (fresh, &record.holder) {
+                        self.metrics.taken_from(expired, false, now);
+                    }
+                    let lock = snapshot(name, &written, &queue, self.clock(now));
+                    return done(Ok(Granted {
+                        lease_id,
+                        fencing_token: token_of(&written),
+                        lock,
+                        fresh,
+                    }));
+                }
+                Put::Raced => lost_on = Some(stored.map(|s| s.version)),
+                Put::NestedLocks => {
+                    return done(Err(refused(
+                        Refusal::NameConflict,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    )))
+                }
+            }
+        }
+        warn!(lock = %name, rounds = MAX_ROUNDS, ?lost_on, "no round's write landed (lost_on: what the last refused one was planned on)");
+        Err(ServiceError::StoreUnavailable(
+            "the lock changed too often to decide".into(),
+        ))
+    }
+
+    /// What every grant that landed is recorded by: the override's audit line (`replaced`:
+    /// the holder it took the lock from, when known), the grant count, and the record kept
+    /// as this instance's last write.
+    fn grant_landed(
+        &self,
+        name: &LockName,
+        request: &AcquireRequest,
+        replaced: Option<&Holder>,
+        written: &LockRecord,
+        version: Version,
+    ) {
+        if request.priority == Priority::OVERRIDE {
+            AcquireAudit::of_request(name, request).record(&self.audit, replaced, "granted");
+        }
+        self.metrics.grants.inc();
+        self.cache.remember_grant(name, written, version);
     }
 }
 

@@ -28,7 +28,6 @@ pub mod feed;
 mod gc;
 mod group_commit;
 pub mod hints;
-mod immediate;
 mod inspect;
 mod joining;
 mod leaving;

@@ -161,4 +161,25 @@ impl LockService {
         };
         Ok(Read::cached(Some((record, version)), queue, basis))
     }
+
+    /// What an acquire decides on without reading, when `basis` says so and this instance
+    /// has it: the remembered record and queue (`Remembered`), or the record it wrote last,
+    /// or none if it remembers none, when a grant may be planned on that
+    /// (`Cached`, `engine::grant_on_memory`).
+    pub(super) fn remembered_for(&self, name: &LockName, basis: Basis) -> Option<Read> {
+        match (basis, self.cache.get(name)) {
+            (Basis::Remembered, Some((record, version, rest))) => {
+                Some(Read::remembered(record, version, rest))
+            }
+            (Basis::Cached, None) => Some(Read::cached(None, Vec::new(), Basis::Cached)),
+            (Basis::Cached, Some((record, version, _))) if engine::grant_on_memory(&record) => {
+                Some(Read::cached(
+                    Some((record, version)),
+                    Vec::new(),
+                    Basis::Cached,
+                ))
+            }
+            _ => None,
+        }
+    }
 }

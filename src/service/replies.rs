@@ -3,6 +3,8 @@
 //! still waiting joins that call and gets the same outcome. The lock record and the queue
 //! entry also carry the request id, which covers retries that reach another instance.
 //!
+//! A finished call's grant is answered to its retry only while it holds (`still_granted`).
+//!
 //! Keeps I9 (DESIGN.md, "Invariants") on one instance.
 
 use std::collections::{HashMap, VecDeque};
@@ -12,8 +14,12 @@ use tokio::time::Instant;
 
 use tokio::sync::watch;
 
-use super::{AcquireOutcome, ServiceError};
+use super::{
+    refused, snapshot, token_of, AcquireOutcome, Granted, LockService, Refusal, ServiceError,
+};
+use crate::engine;
 use crate::model::{LockName, RequestId};
+use crate::store::{Fresh, Reads};
 
 const CAPACITY: usize = 10_000;
 const MAX_AGE: Duration = Duration::from_secs(600);
@@ -127,5 +133,41 @@ impl ReplyCache {
                 stored_at: now,
             },
         );
+    }
+}
+
+impl LockService {
+    /// A finished call's outcome for its retry: a grant only while its lease still holds the
+    /// lock (read afresh, with `sync`), so a retry never reports a lease that has ended.
+    pub(super) async fn still_granted(
+        &self,
+        name: &LockName,
+        outcome: AcquireOutcome,
+    ) -> AcquireOutcome {
+        let Ok(granted) = outcome else {
+            return outcome;
+        };
+        let deadline = self.deadline();
+        let now = self.wall.now();
+        let stored = self.store.read(name, Fresh::Latest, deadline).await?;
+        let record = stored.map(|s| s.record).unwrap_or_default();
+        let queue = self.store.queue(name, deadline).await?;
+        let live =
+            engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
+        if !live {
+            return Err(refused(
+                Refusal::LeaseEnded,
+                name,
+                &record,
+                &queue,
+                self.clock(now),
+            ));
+        }
+        Ok(Granted {
+            fencing_token: token_of(&record),
+            lock: snapshot(name, &record, &queue, self.clock(now)),
+            fresh: false,
+            ..granted
+        })
     }
 }
