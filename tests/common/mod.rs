@@ -20,17 +20,31 @@ pub mod waiting;
 pub mod webdriver;
 pub mod zk;
 
-/// Runs each named `async fn(Service)` as two tests: on ZooKeeper and in memory.
+/// Runs each named `async fn(Service)` as three tests: on ZooKeeper and in memory with the
+/// performance hints on, and in memory with every hint off (DESIGN.md, "Hints and their
+/// switches": a hint may suggest, never decide, so no answer depends on it). The names
+/// after `hinted:` test a hint itself, and run with the hints on only.
 #[allow(unused_macros)]
 macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident),* $(,)?) => { on_both_stores!($($name),*; hinted:); };
+    ($($name:ident),* ; hinted: $($hinted:ident),* $(,)?) => {
         mod on_zookeeper {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() { super::$name(super::common::Service::zk().await).await })*
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $hinted() { super::$hinted(super::common::Service::zk().await).await })*
         }
         mod in_memory {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() { super::$name(super::common::Service::memory().await).await })*
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $hinted() { super::$hinted(super::common::Service::memory().await).await })*
+        }
+        mod hints_off {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::common::Service::memory_hints_off().await).await
+            })*
         }
     };
 }
@@ -174,6 +188,14 @@ impl Service {
     pub async fn memory() -> Service {
         let mut args = ServeArgs::defaults();
         args.max_clock_skew_ms = 0;
+        Self::start(args).await
+    }
+
+    /// An instance on the embedded in-memory store with every performance hint off.
+    pub async fn memory_hints_off() -> Service {
+        let mut args = ServeArgs::defaults();
+        args.max_clock_skew_ms = 0;
+        args.hints_off = vec![lockwarden::service::Hint::All];
         Self::start(args).await
     }
 

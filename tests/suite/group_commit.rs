@@ -342,6 +342,8 @@ mod outranking {
 }
 
 on_both_stores!(
+    ;
+    hinted:
     a_caller_asking_again_joins_with_the_next_hand_off_in_order,
     a_busy_lock_serves_everyone_with_joins_riding_on_hand_offs,
 );

@@ -325,13 +325,13 @@ async fn a_waiter_times_out_on_time_behind_a_patient_one(svc: Service) {
 
 on_both_stores!(
     a_waiter_times_out_on_time_behind_a_patient_one,
-    a_release_hands_on_from_the_queue_it_remembers,
     a_higher_caller_joining_later_is_not_passed_over,
     ten_clients_are_served_one_at_a_time_in_arrival_order,
     waiters_are_served_by_priority_then_arrival,
     a_waiter_times_out_and_leaves_nothing_behind,
     a_waiter_whose_client_disconnects_is_removed_at_once,
-    a_retried_request_joins_the_running_wait,
+    a_retried_request_joins_the_running_wait;
+    hinted: a_release_hands_on_from_the_queue_it_remembers,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
