@@ -79,13 +79,19 @@ def test_an_interrupt_while_waiting_leaves_the_queue(client: lockwarden.Client, 
     holder = client.acquire(name, lease=10.0)
     started = time.monotonic()
     # A real SIGINT to the main thread, as Ctrl-C sends: it interrupts the blocking read.
+    # Python's own handler, as in a terminal: a process started as a background job (`&`
+    # in a script, as CI may run the tests) inherits SIGINT ignored, and Python keeps that.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     main = threading.main_thread().ident
     assert main is not None
     timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        client.acquire(name, lease=30.0, wait=10.0)
-    timer.join()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            client.acquire(name, lease=30.0, wait=10.0)
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 5, "the interrupt came at once, and the clean-up soon"
     eventually(lambda: client.status(name)["waiters"] == 0, 2.0, "the waiter left")
     holder.release()
