@@ -85,11 +85,13 @@ pub struct Run {
 
 /// Runs seed `seed` of `setup` to the end, and checks it.
 pub fn run(seed: u64, setup: &Setup) -> Run {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time().start_paused(true);
+    // tokio's own randomness (which receiver of a `watch` channel wakes first) from the seed
+    // too: otherwise two tasks woken at one instant run in either order (.cargo/config.toml).
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let runtime = builder.build().expect("a runtime");
     let history = runtime.block_on(simulate(seed, setup.clone()));
     drop(runtime);
     let config = CheckConfig {
