@@ -90,7 +90,7 @@ fn a_seed_replays_exactly() {
         assert_eq!(show(seed), show(seed), "seed {seed}");
     }
     // Two of its tasks wake at one instant from one `watch` channel, in an order tokio draws
-    // at random unless the runtime is seeded: without that, about every other run differed.
+    // from the runtime's generator, which the seed sets (`driver::run`).
     let hinted = Setup {
         hints: true,
         ..Setup::new(harsh())
