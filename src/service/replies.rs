@@ -19,7 +19,6 @@ use super::{
 };
 use crate::engine;
 use crate::model::{LockName, RequestId};
-use crate::store::{Fresh, Reads};
 
 const CAPACITY: usize = 10_000;
 const MAX_AGE: Duration = Duration::from_secs(600);
@@ -138,7 +137,8 @@ impl ReplyCache {
 
 impl LockService {
     /// A finished call's outcome for its retry: a grant only while its lease still holds the
-    /// lock (read afresh, with `sync`), so a retry never reports a lease that has ended.
+    /// lock (read afresh, with `sync`, with the queue in the same request), so a retry never
+    /// reports a lease that has ended.
     pub(super) async fn still_granted(
         &self,
         name: &LockName,
@@ -149,9 +149,8 @@ impl LockService {
         };
         let deadline = self.deadline();
         let now = self.wall.now();
-        let stored = self.store.read(name, Fresh::Latest, deadline).await?;
-        let record = stored.map(|s| s.record).unwrap_or_default();
-        let queue = self.store.queue(name, deadline).await?;
+        // The record and the queue as one state, after a `sync` (one request).
+        let super::Read { record, queue, .. } = self.read_latest(name, deadline).await?;
         let live =
             engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
         if !live {
