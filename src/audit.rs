@@ -8,6 +8,7 @@
 //! Keeps the audit trail of I6 (DESIGN.md, "Invariants"): every use of the admin's powers is
 //! written here.
 
+use crate::resource::Resource;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -81,6 +82,9 @@ pub struct AuditRecord<'a> {
     /// `sre_override`, `force_release` or `preemption_takeover`.
     pub action: &'static str,
     pub lock: &'a str,
+    /// `election` when `lock` names an election; absent for a lock.
+    #[serde(skip_serializing_if = "Resource::is_lock")]
+    pub resource: Resource,
     pub actor: &'a Actor,
     /// The owner the caller acquires for (absent for a force release).
     pub owner: Option<&'a str>,
@@ -161,6 +165,7 @@ mod tests {
         let record = AuditRecord {
             action: "force_release",
             lock: "a/b",
+            resource: Resource::Lock,
             actor: &actor,
             owner: None,
             priority: None,

@@ -120,3 +120,22 @@ fn hints_are_turned_off_by_name_or_all_at_once() {
     assert!(!Hint::SharedMultis.on(&all) && !Hints::without(&all).remembered_queue);
     assert!(parse("cache").is_err(), "an unknown hint is refused");
 }
+
+#[test]
+fn the_election_root_may_not_hold_or_lie_under_the_other_roots() {
+    let mut args = ServeArgs::defaults();
+    assert_eq!(args.election_root, "/lockwarden/elections");
+    for clash in [
+        "/lockwarden/locks",
+        "/lockwarden",
+        "/lockwarden/state/e",
+        "/lockwarden/locks/x",
+    ] {
+        args.election_root = clash.into();
+        assert!(args.check().is_err(), "{clash}");
+    }
+    for fine in ["/lockwarden/locks2", "/elections", "/lockwarden/elections"] {
+        args.election_root = fine.into();
+        assert_eq!(args.check(), Ok(()), "{fine}");
+    }
+}

@@ -18,6 +18,7 @@ pub mod http_server;
 pub mod metrics;
 pub mod model;
 pub mod record;
+pub mod resource;
 pub mod scope;
 pub mod seal;
 pub mod server;

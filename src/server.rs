@@ -33,23 +33,10 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     let sealer = Sealer::new(args.record_secret.as_deref());
     // Each instance has its own metrics (tests run several in one process).
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn LockStore> = match &args.zk {
-        Some(connect) => Arc::new(ZkStore::new(ZkConfig {
-            connect: connect.clone(),
-            lock_root: args.lock_root.clone(),
-            state_root: args.state_root.clone(),
-            session_timeout: Duration::from_millis(args.zk_session_timeout_ms),
-            access: ZkAccess::from_flag(args.zk_auth.clone()),
-            sealer: sealer.clone(),
-            metrics: metrics.zookeeper(),
-            writes_in_flight: if Hint::SharedMultis.on(&args.hints_off) {
-                args.zk_writes_in_flight
-            } else {
-                0
-            },
-        })),
-        None => Arc::new(MemoryStore::new()),
-    };
+    let (store, election_store) = stores(args, &sealer, &metrics);
+    // Elections keep their own records and queues, under their own root, and their own
+    // service figures (not shown on /metrics); their ZooKeeper requests are the instance's.
+    let election_metrics = Arc::new(Metrics::new());
     let events: Arc<dyn EventSink> = match &args.webhook_secret {
         Some(secret) => Arc::new(Webhooks::start(
             Secret::parse(secret)?,
@@ -71,7 +58,12 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
         head_grace: Duration::from_millis(hinted(Hint::HeadGrace, args.head_grace_ms)),
         hints: Hints::without(&args.hints_off),
     };
-    let audit = AuditLog::open(args.audit_log.as_deref())?;
+    let audit = Arc::new(AuditLog::open(args.audit_log.as_deref())?);
+    let elections = Arc::new(
+        LockService::new(election_store, timing, events.clone(), election_metrics)
+            .with_audit(audit.clone())
+            .for_elections(),
+    );
     let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));
     let mut auth = Auth::new(&args.api_tokens, args.admin_token.as_deref())
         .with_metrics_token(args.metrics_token.as_deref());
@@ -80,6 +72,7 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     }
     let router = api::router(AppState {
         service,
+        elections,
         auth: auth.clone(),
         limits: Limits {
             max_lease_ms: args.max_lease_ms,
@@ -93,6 +86,38 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
         event_heartbeat: Duration::from_millis(args.event_heartbeat_ms),
     });
     Ok((router, auth))
+}
+
+/// The stores of locks and of elections: in ZooKeeper, under their roots on one session,
+/// or each in memory.
+fn stores(
+    args: &ServeArgs,
+    sealer: &Sealer,
+    metrics: &Metrics,
+) -> (Arc<dyn LockStore>, Arc<dyn LockStore>) {
+    let Some(connect) = &args.zk else {
+        return (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+    };
+    let at = |lock_root: String, state_root: String| ZkConfig {
+        connect: connect.clone(),
+        lock_root,
+        state_root,
+        session_timeout: Duration::from_millis(args.zk_session_timeout_ms),
+        access: ZkAccess::from_flag(args.zk_auth.clone()),
+        sealer: sealer.clone(),
+        metrics: metrics.zookeeper(),
+        writes_in_flight: if Hint::SharedMultis.on(&args.hints_off) {
+            args.zk_writes_in_flight
+        } else {
+            0
+        },
+    };
+    let locks = ZkStore::new(at(args.lock_root.clone(), args.state_root.clone()));
+    let elections = locks.beside(at(
+        format!("{}/records", args.election_root),
+        format!("{}/state", args.election_root),
+    ));
+    (Arc::new(locks), Arc::new(elections))
 }
 
 /// Serves on `listener` until `shutdown` completes. Reads no signal: a token file is read

@@ -152,13 +152,23 @@ fn in_range(field: &str, value: i64, min: i64, max: u64) -> Result<u64, ApiError
 
 impl AcquireBody {
     pub fn validate(&self, limits: Limits) -> Result<AcquireRequest, ApiError> {
-        let owner = Owner::parse(&self.owner).map_err(ApiError::invalid)?;
-        let lease_ms = in_range("lease_ms", self.lease_ms, 1, limits.max_lease_ms)?;
         if self.message.chars().count() > MAX_MESSAGE_CHARS {
             return Err(ApiError::invalid(format!(
                 "message is longer than {MAX_MESSAGE_CHARS} characters"
             )));
         }
+        self.request(limits, digest_of(self))
+    }
+
+    /// The request this body asks for, its message checked already; `request_digest` is
+    /// the digest of the body as the caller sent it (see [`digest_of`]).
+    pub(super) fn request(
+        &self,
+        limits: Limits,
+        request_digest: String,
+    ) -> Result<AcquireRequest, ApiError> {
+        let owner = Owner::parse(&self.owner).map_err(ApiError::invalid)?;
+        let lease_ms = in_range("lease_ms", self.lease_ms, 1, limits.max_lease_ms)?;
         let priority = Priority::new(self.priority).map_err(ApiError::invalid)?;
         // A cleanup window longer than the longest lease could never be used in full.
         let cleanup_ms = in_range("cleanup_ms", self.cleanup_ms, 0, limits.max_lease_ms)?;
@@ -179,8 +189,6 @@ impl AcquireBody {
             .map(LeaseId::parse)
             .transpose()
             .map_err(ApiError::invalid)?;
-        let canonical = serde_json::to_vec(self).unwrap_or_default();
-        let digest = Sha256::digest(&canonical);
         Ok(AcquireRequest {
             owner,
             lease_ms,
@@ -191,11 +199,19 @@ impl AcquireBody {
             forceful: self.forceful,
             notify_url,
             request_id,
-            request_digest: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
+            request_digest,
             lease_id,
             actor: Default::default(),
         })
     }
+}
+
+/// A digest of a request body, so that a `request_id` used again with another body is
+/// caught (the canonical JSON of the parsed body: key order and spacing do not count).
+pub(super) fn digest_of(body: &impl Serialize) -> String {
+    let canonical = serde_json::to_vec(body).unwrap_or_default();
+    let digest = Sha256::digest(&canonical);
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn validate_url(raw: &str) -> Result<String, ApiError> {

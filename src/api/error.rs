@@ -1,7 +1,8 @@
 //! The API's one error type, and the one place where errors become HTTP responses.
 //!
 //! Every error body has the shape `{"error": {"code", "message"}}`, plus `"lock"` when it
-//! concerns a lock and `"acquired": false` on acquire. A 5xx never says more than a
+//! concerns a lock and `"acquired": false` on acquire (`"election"` and `"elected": false`
+//! for an election). A 5xx never says more than a
 //! generic sentence; the cause goes to the log.
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -11,8 +12,10 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::dto::LockInfo;
-use crate::model::LockName;
-use crate::service::{Refusal, ServiceError};
+use super::election_dto::ElectionInfo;
+use crate::model::{LockName, UnixMillis};
+use crate::resource::Resource;
+use crate::service::{LockSnapshot, Refusal, ServiceError};
 
 /// Every stable error code the API returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     LockHeld,
     NotOwner,
+    LeaderExists,
+    NotLeader,
     NameConflict,
     CleanupTimeout,
     Superseded,
@@ -38,7 +43,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidLockName,
         ErrorCode::Unauthorized,
@@ -49,6 +54,8 @@ impl ErrorCode {
         ErrorCode::UnsupportedMediaType,
         ErrorCode::LockHeld,
         ErrorCode::NotOwner,
+        ErrorCode::LeaderExists,
+        ErrorCode::NotLeader,
         ErrorCode::NameConflict,
         ErrorCode::CleanupTimeout,
         ErrorCode::Superseded,
@@ -71,6 +78,8 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::LockHeld => "lock_held",
             ErrorCode::NotOwner => "not_owner",
+            ErrorCode::LeaderExists => "leader_exists",
+            ErrorCode::NotLeader => "not_leader",
             ErrorCode::NameConflict => "name_conflict",
             ErrorCode::CleanupTimeout => "cleanup_timeout",
             ErrorCode::Superseded => "superseded",
@@ -93,6 +102,8 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::LockHeld
             | ErrorCode::NotOwner
+            | ErrorCode::LeaderExists
+            | ErrorCode::NotLeader
             | ErrorCode::NameConflict
             | ErrorCode::CleanupTimeout
             | ErrorCode::Superseded
@@ -110,6 +121,7 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub lock: Option<Box<LockInfo>>,
+    pub election: Option<Box<ElectionInfo>>,
     /// Set on acquire, whose refusals also say `"acquired": false`.
     pub on_acquire: bool,
     /// The `Retry-After` header, in seconds, when the answer says when to come back.
@@ -128,6 +140,7 @@ impl ApiError {
             code,
             message: message.into(),
             lock: None,
+            election: None,
             on_acquire: false,
             retry_after_secs,
         }
@@ -146,47 +159,15 @@ impl ApiError {
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
+        ApiError::of(error, Resource::Lock)
+    }
+}
+
+impl ApiError {
+    /// The error of a call on a lock or an election: a refusal carries the one it concerns.
+    pub fn of(error: ServiceError, resource: Resource) -> Self {
         match error {
-            ServiceError::Refused { refusal, lock } => {
-                let info = LockInfo::of(&lock, None);
-                let name = &lock.name;
-                let (code, message) = match refusal {
-                    Refusal::LockHeld { retry_at } => (ErrorCode::LockHeld, lock_held_message(name, &info, retry_at.is_some())),
-                    Refusal::NotOwner => (ErrorCode::NotOwner, format!("that lease does not hold lock '{name}'")),
-                    Refusal::NameConflict => (
-                        ErrorCode::NameConflict,
-                        format!("locks nested under '{name}' exist; a lock cannot be taken on their parent name"),
-                    ),
-                    Refusal::CleanupTimeout => (
-                        ErrorCode::CleanupTimeout,
-                        format!("the holder of '{name}' did not release it within the wait; it keeps the lock"),
-                    ),
-                    Refusal::Superseded => (
-                        ErrorCode::Superseded,
-                        format!("a higher-priority request for '{name}' took this request's place"),
-                    ),
-                    Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before '{name}' was free")),
-                    Refusal::LeaseEnded => (
-                        ErrorCode::LeaseEnded,
-                        format!("the lease granted to this request on '{name}' has ended (it ran out, or was released or taken over); acquire again, with a new request_id if you send one"),
-                    ),
-                    Refusal::TooManyWaiters => (
-                        ErrorCode::TooManyWaiters,
-                        format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
-                    ),
-                };
-                let mut error = ApiError {
-                    lock: Some(Box::new(info)),
-                    ..ApiError::new(code, message)
-                };
-                // A `lock_held` says when to come back only when asking again can take the
-                // lock then; other refusals keep what `ApiError::new` gives their code.
-                if let Refusal::LockHeld { retry_at: Some(at) } = refusal {
-                    let secs = lock.read_at.millis_until(at).div_ceil(1000).max(1);
-                    error.retry_after_secs = Some(secs);
-                }
-                error
-            }
+            ServiceError::Refused { refusal, lock } => refused(refusal, &lock, resource),
             ServiceError::RequestIdReused => {
                 ApiError::invalid("request_id was already used with a different request body")
             }
@@ -205,18 +186,99 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-/// The message of a `lock_held` refusal. Within the takeover margin the lock shows
-/// `expired`, so "held" would contradict it: the message says when it may be taken over,
-/// and by whom when that is not the caller who asks again (`open`: `engine::retry_at`).
-fn lock_held_message(name: &LockName, lock: &LockInfo, open: bool) -> String {
-    let Some(at) = &lock.takeover_at else {
-        return format!("lock '{name}' is held by another caller");
+fn refused(refusal: Refusal, lock: &LockSnapshot, resource: Resource) -> ApiError {
+    let name = &lock.name;
+    let takeover_at = lock.takeover_at.and_then(UnixMillis::rfc3339);
+    let (code, message) = match resource {
+        Resource::Lock => lock_refusal(refusal, name, takeover_at.as_deref()),
+        Resource::Election => election_refusal(refusal, name, takeover_at.as_deref()),
     };
-    let why = "once the lease has ended on every instance's clock (--max-clock-skew-ms)";
-    if open {
-        format!("the lease on lock '{name}' has ended; the lock may be taken over at {at}, {why}")
-    } else {
-        format!("the lease on lock '{name}' has ended; at {at}, {why}, the first caller queued for it takes it")
+    let mut error = ApiError::new(code, message);
+    match resource {
+        Resource::Lock => error.lock = Some(Box::new(LockInfo::of(lock, None))),
+        Resource::Election => error.election = Some(Box::new(ElectionInfo::of(lock))),
+    }
+    // A `lock_held` (or `leader_exists`) says when to come back only when asking again can
+    // take the lock then; other refusals keep what `ApiError::new` gives their code.
+    if let Refusal::LockHeld { retry_at: Some(at) } = refusal {
+        let secs = lock.read_at.millis_until(at).div_ceil(1000).max(1);
+        error.retry_after_secs = Some(secs);
+    }
+    error
+}
+
+/// How the takeover margin is explained, in a refusal inside it.
+const MARGIN: &str = "once the lease has ended on every instance's clock (--max-clock-skew-ms)";
+
+fn lock_refusal(
+    refusal: Refusal,
+    name: &LockName,
+    takeover_at: Option<&str>,
+) -> (ErrorCode, String) {
+    match refusal {
+        Refusal::LockHeld { retry_at } => (ErrorCode::LockHeld, match takeover_at {
+            None => format!("lock '{name}' is held by another caller"),
+            Some(at) if retry_at.is_some() => format!("the lease on lock '{name}' has ended; the lock may be taken over at {at}, {MARGIN}"),
+            Some(at) => format!("the lease on lock '{name}' has ended; at {at}, {MARGIN}, the first caller queued for it takes it"),
+        }),
+        Refusal::NotOwner => (ErrorCode::NotOwner, format!("that lease does not hold lock '{name}'")),
+        Refusal::NameConflict => (
+            ErrorCode::NameConflict,
+            format!("locks nested under '{name}' exist; a lock cannot be taken on their parent name"),
+        ),
+        Refusal::CleanupTimeout => (
+            ErrorCode::CleanupTimeout,
+            format!("the holder of '{name}' did not release it within the wait; it keeps the lock"),
+        ),
+        Refusal::Superseded => (
+            ErrorCode::Superseded,
+            format!("a higher-priority request for '{name}' took this request's place"),
+        ),
+        Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before '{name}' was free")),
+        Refusal::LeaseEnded => (
+            ErrorCode::LeaseEnded,
+            format!("the lease granted to this request on '{name}' has ended (it ran out, or was released or taken over); acquire again, with a new request_id if you send one"),
+        ),
+        Refusal::TooManyWaiters => (
+            ErrorCode::TooManyWaiters,
+            format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
+        ),
+    }
+}
+
+fn election_refusal(
+    refusal: Refusal,
+    name: &LockName,
+    takeover_at: Option<&str>,
+) -> (ErrorCode, String) {
+    match refusal {
+        Refusal::LockHeld { retry_at } => (ErrorCode::LeaderExists, match takeover_at {
+            None => format!("election '{name}' has a leader"),
+            Some(at) if retry_at.is_some() => format!("the leader's lease on election '{name}' has ended; it may be taken over at {at}, {MARGIN}"),
+            Some(at) => format!("the leader's lease on election '{name}' has ended; at {at}, {MARGIN}, the first candidate waiting takes over"),
+        }),
+        Refusal::NotOwner => (ErrorCode::NotLeader, format!("that lease is not the live leader of election '{name}'")),
+        Refusal::NameConflict => (
+            ErrorCode::NameConflict,
+            format!("elections nested under '{name}' exist; no election can be held on their parent name"),
+        ),
+        Refusal::CleanupTimeout => (
+            ErrorCode::CleanupTimeout,
+            format!("the leader of '{name}' did not resign within the wait; it stays leader"),
+        ),
+        Refusal::Superseded => (
+            ErrorCode::Superseded,
+            format!("a higher-priority campaign for '{name}' took this campaign's place"),
+        ),
+        Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before this candidate was elected in '{name}'")),
+        Refusal::LeaseEnded => (
+            ErrorCode::LeaseEnded,
+            format!("the leadership granted to this request in '{name}' has ended (it ran out, or was resigned or taken over); campaign again, with a new request_id if you send one"),
+        ),
+        Refusal::TooManyWaiters => (
+            ErrorCode::TooManyWaiters,
+            format!("the candidates' queue of '{name}' is full (--max-waiters-per-lock); retry later"),
+        ),
     }
 }
 
@@ -226,8 +288,16 @@ impl IntoResponse for ApiError {
         if let Some(lock) = self.lock {
             body["lock"] = serde_json::to_value(lock).unwrap_or(Value::Null);
         }
+        if let Some(election) = &self.election {
+            body["election"] = serde_json::to_value(election).unwrap_or(Value::Null);
+        }
         if self.on_acquire {
-            body["acquired"] = Value::Bool(false);
+            let key = if self.election.is_some() {
+                "elected"
+            } else {
+                "acquired"
+            };
+            body[key] = Value::Bool(false);
         }
         let mut response = (self.code.status(), Json(body)).into_response();
         // For the request metrics (see `metered`), which label an error by its code.
@@ -242,90 +312,5 @@ impl IntoResponse for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::UnixMillis;
-    use crate::record::LockRecord;
-    use crate::service::LockSnapshot;
-
-    const READ_AT: UnixMillis = UnixMillis(1_700_000_000_000);
-
-    /// A `lock_held` refusal of a lock read at `READ_AT`, with the engine's answers.
-    fn lock_held(takeover_in_ms: Option<u64>, open: bool, waiters: u64) -> Response {
-        let takeover_at = takeover_in_ms.map(|ms| READ_AT.plus(ms));
-        let lock = LockSnapshot {
-            name: LockName::parse("a/b").unwrap(),
-            record: LockRecord::default(),
-            read_at: READ_AT,
-            takeover_at,
-            waiters,
-        };
-        let refusal = Refusal::LockHeld {
-            retry_at: takeover_at.filter(|_| open),
-        };
-        let refused = ServiceError::Refused {
-            refusal,
-            lock: Box::new(lock),
-        };
-        ApiError::from(refused).on_acquire().into_response()
-    }
-
-    fn retry_after(response: &Response) -> Option<&str> {
-        let value = response.headers().get(header::RETRY_AFTER)?;
-        Some(value.to_str().unwrap())
-    }
-
-    async fn message(response: Response) -> String {
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body["error"]["code"], "lock_held");
-        body["error"]["message"].as_str().unwrap().to_owned()
-    }
-
-    #[test]
-    fn retry_after_is_the_seconds_until_takeover_rounded_up_and_at_least_one() {
-        for (ms, secs) in [(0, "1"), (1, "1"), (1000, "1"), (1001, "2"), (4500, "5")] {
-            assert_eq!(
-                retry_after(&lock_held(Some(ms), true, 0)),
-                Some(secs),
-                "{ms}"
-            );
-        }
-        assert_eq!(retry_after(&lock_held(Some(1500), false, 1)), None);
-        assert_eq!(retry_after(&lock_held(None, false, 0)), None);
-        let unavailable = ApiError::from(ServiceError::StoreUnavailable("x".into()));
-        assert_eq!(retry_after(&unavailable.into_response()), Some("1"));
-        let full = ServiceError::Refused {
-            refusal: Refusal::TooManyWaiters,
-            lock: Box::new(LockSnapshot {
-                name: LockName::parse("a").unwrap(),
-                record: LockRecord::default(),
-                read_at: READ_AT,
-                takeover_at: None,
-                waiters: 3,
-            }),
-        };
-        let full = ApiError::from(full).on_acquire().into_response();
-        assert_eq!(
-            retry_after(&full),
-            Some("1"),
-            "a full queue keeps its Retry-After"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_refusal_in_the_margin_says_the_lease_ended_and_when_it_may_be_taken() {
-        let at = READ_AT.plus(1500).rfc3339().unwrap();
-        let open = message(lock_held(Some(1500), true, 0)).await;
-        assert!(open.contains("has ended") && open.contains(&at), "{open}");
-        let queued = message(lock_held(Some(1500), false, 1)).await;
-        assert!(
-            queued.contains(&at) && queued.contains("queued"),
-            "{queued}"
-        );
-        let held = message(lock_held(None, false, 0)).await;
-        assert!(held.contains("held by another caller"), "{held}");
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

@@ -74,7 +74,7 @@ pub async fn prefix_events(
 }
 
 /// A `Last-Event-ID` that is not one of ours is ignored: the stream starts afresh.
-fn last_seen(headers: &HeaderMap) -> Option<EventId> {
+pub(super) fn last_seen(headers: &HeaderMap) -> Option<EventId> {
     headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -131,26 +131,33 @@ async fn open(
         live.next().await.map(|event| (event, (live, open)))
     })
     .filter(move |event| std::future::ready(shown(event.lock.name.as_str())));
+    let events = stream::iter(first).chain(following.map(|e| sse_event(&e)));
+    Ok(respond(app, events, closing))
+}
+
+/// The response that carries `events`, with heartbeats, until the server begins to close.
+pub(super) fn respond(
+    app: &AppState,
+    events: impl futures::Stream<Item = Event> + Send + 'static,
+    closing: Option<Extension<Closing>>,
+) -> Response {
     // Outside the server (a router driven directly) nothing closes it.
     let closed = match closing {
         Some(Extension(closing)) => closing.wait().boxed(),
         None => std::future::pending().boxed(),
     };
-    let events = stream::iter(first)
-        .chain(following.map(|e| sse_event(&e)))
-        .take_until(closed)
-        .map(Ok::<Event, Infallible>);
+    let events = events.take_until(closed).map(Ok::<Event, Infallible>);
     let heartbeat = KeepAlive::new()
         .interval(app.event_heartbeat)
         .text("heartbeat");
-    Ok(Sse::new(events).keep_alive(heartbeat).into_response())
+    Sse::new(events).keep_alive(heartbeat).into_response()
 }
 
 /// Counts an open stream in a gauge for as long as it lives.
-struct OpenStream(IntGauge);
+pub(super) struct OpenStream(IntGauge);
 
 impl OpenStream {
-    fn count(gauge: &IntGauge) -> OpenStream {
+    pub(super) fn count(gauge: &IntGauge) -> OpenStream {
         gauge.inc();
         OpenStream(gauge.clone())
     }

@@ -21,9 +21,11 @@ use super::extract::{JsonBody, QueryParams};
 use super::request_id::RequestId;
 use super::scoped::Named;
 use super::AppState;
+use crate::engine::AcquireRequest;
 use crate::metrics::Format;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
-use crate::service::{Refusal, ServiceError};
+use crate::resource::Resource;
+use crate::service::{Granted, Refusal, ServiceError};
 use crate::store::ListQuery;
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -33,7 +35,7 @@ type Reply<T = Value> = Result<Json<T>, ApiError>;
 
 /// The seal of the lease a caller presents: past this layer, leases are known by their
 /// seals only (see `crate::seal`).
-fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
+pub(super) fn sealed_lease(app: &AppState, raw: &str) -> Result<LeaseId, ApiError> {
     let plain = LeaseId::parse(raw).map_err(ApiError::invalid)?;
     Ok(app.sealer.lease(&plain))
 }
@@ -44,7 +46,28 @@ pub async fn acquire(
     request_id: Option<Extension<RequestId>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Reply<Acquired> {
-    let mut request = body.validate(app.limits)?;
+    let request = body.validate(app.limits)?;
+    let (lease_id, granted) =
+        acquire_on(&app, Resource::Lock, caller, name, request_id, request).await?;
+    Ok(Json(Acquired {
+        acquired: true,
+        lease_id,
+        fencing_token: granted.fencing_token.0,
+        lock: LockInfo::of(&granted.lock, None),
+    }))
+}
+
+/// An acquire of a lock, or a campaign in an election: the checks of who may ask, the
+/// lease id (derived from a `request_id`), and the service's answer with the caller's lease
+/// id in plain text.
+pub(super) async fn acquire_on(
+    app: &AppState,
+    resource: Resource,
+    caller: Caller,
+    name: LockName,
+    request_id: Option<Extension<RequestId>>,
+    mut request: AcquireRequest,
+) -> Result<(String, Granted), ApiError> {
     if request.priority == Priority::OVERRIDE {
         require_admin(caller.role, "priority 2147483647 (the SRE override)")?;
     }
@@ -72,11 +95,12 @@ pub async fn acquire(
     let presented = request.lease_id;
     request.lease_id = presented.map(|plain| app.sealer.lease(&plain));
     request.request_id = request.request_id.map(|id| app.sealer.request(&id));
+    let refused = |e: ServiceError| ApiError::of(e, resource).on_acquire();
     let granted = app
-        .service
+        .service_of(resource)
         .acquire(name, request, app.sealer.lease(&fresh_lease))
         .await
-        .map_err(|e| ApiError::from(e).on_acquire())?;
+        .map_err(refused)?;
     let Some(lease_id) = [Some(fresh_lease), presented]
         .into_iter()
         .flatten()
@@ -84,18 +108,12 @@ pub async fn acquire(
     else {
         // A retry of an acquire whose grant is in the unsealed layout (`LW_LEASE_ID` in plain
         // text, not derived from the request_id): its lease id cannot be derived again.
-        return Err(ApiError::from(ServiceError::Refused {
+        return Err(refused(ServiceError::Refused {
             refusal: Refusal::LeaseEnded,
             lock: Box::new(granted.lock),
-        })
-        .on_acquire());
+        }));
     };
-    Ok(Json(Acquired {
-        acquired: true,
-        lease_id: lease_id.to_string(),
-        fencing_token: granted.fencing_token.0,
-        lock: LockInfo::of(&granted.lock, None),
-    }))
+    Ok((lease_id.to_string(), granted))
 }
 
 pub async fn renew(
@@ -113,7 +131,10 @@ pub async fn renew(
         }
         other => other.map(|ms| ms as u64),
     };
-    let lock = app.service.renew(&name, &lease_id, lease_ms).await?;
+    let lock = app
+        .service
+        .renew(&name, &lease_id, &crate::engine::Renewal::lease(lease_ms))
+        .await?;
     Ok(Json(Renewed {
         lock: LockInfo::of(&lock, None),
     }))
@@ -162,18 +183,23 @@ pub async fn validate(
     Named { name, .. }: Named,
     QueryParams(query): QueryParams<ValidateQuery>,
 ) -> Reply {
-    let token = query
-        .fencing_token
-        .as_deref()
-        .ok_or_else(|| ApiError::invalid("the fencing_token query parameter is required"))
-        .map(query_uint)?
-        // Tokens are zxids, which are signed 64-bit: the contract's `int64`.
-        .filter(|&t| i64::try_from(t).is_ok())
-        .ok_or_else(|| {
-            ApiError::invalid("fencing_token must be an integer from 0 to 9223372036854775807")
-        })?;
+    let token = token_query("fencing_token", query.fencing_token.as_deref())?;
     let current = app.service.validate(&name, FencingToken(token)).await?;
     Ok(Json(json!({"current": current})))
+}
+
+/// A fencing token (or term) in the query parameter `field`: required, and an `int64`, as
+/// tokens are zxids, which are signed 64-bit.
+pub(super) fn token_query(field: &str, raw: Option<&str>) -> Result<u64, ApiError> {
+    let raw =
+        raw.ok_or_else(|| ApiError::invalid(format!("the {field} query parameter is required")))?;
+    query_uint(raw)
+        .filter(|&t| i64::try_from(t).is_ok())
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{field} must be an integer from 0 to 9223372036854775807"
+            ))
+        })
 }
 
 pub async fn list(
@@ -181,6 +207,17 @@ pub async fn list(
     caller: Caller,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Reply {
+    let query = list_query(&caller, params)?;
+    let (locks, more) = app.service.list(&query).await?;
+    let next_cursor = more
+        .then(|| locks.last().map(|lock| lock.name.as_str()))
+        .flatten();
+    let locks: Vec<LockInfo> = locks.iter().map(|lock| LockInfo::of(lock, None)).collect();
+    Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
+}
+
+/// The page a listing asks for, within the caller's scope.
+pub(super) fn list_query(caller: &Caller, params: ListParams) -> Result<ListQuery, ApiError> {
     let prefix = params.prefix.unwrap_or_default();
     if prefix.len() > MAX_NAME_BYTES {
         return Err(ApiError::invalid(format!(
@@ -197,8 +234,8 @@ pub async fn list(
     };
     // An empty cursor is the start, as if none were given: clients that always send the
     // previous page's `next_cursor` would otherwise need a special case for the first page.
-    // Any other cursor is the name the page starts after: every lock name, whether or not
-    // that lock exists, is a position in name order.
+    // Any other cursor is the name the page starts after: every name, whether or not it
+    // exists, is a position in name order.
     let after = params
         .cursor
         .as_deref()
@@ -206,24 +243,18 @@ pub async fn list(
         .map(|c| {
             LockName::parse(c).map_err(|_| {
                 ApiError::invalid(
-                    "cursor must be a lock name (the previous page's next_cursor), or empty",
+                    "cursor must be a name (the previous page's next_cursor), or empty",
                 )
             })
         })
         .transpose()?;
-    let query = ListQuery {
+    Ok(ListQuery {
         prefix,
         after,
         limit,
         free: false,
         within,
-    };
-    let (locks, more) = app.service.list(&query).await?;
-    let next_cursor = more
-        .then(|| locks.last().map(|lock| lock.name.as_str()))
-        .flatten();
-    let locks: Vec<LockInfo> = locks.iter().map(|lock| LockInfo::of(lock, None)).collect();
-    Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
+    })
 }
 
 /// A non-negative integer in a query string: ASCII digits only. (Rust's own parser also
@@ -255,6 +286,7 @@ pub async fn healthz() -> Json<Value> {
 
 pub async fn readyz(State(app): State<AppState>) -> Reply {
     app.service.ready().await?;
+    app.elections.ready().await?;
     Ok(Json(json!({"status": "ready"})))
 }
 

@@ -9,6 +9,8 @@ use crate::service::LockService;
 
 pub mod auth;
 pub mod dto;
+pub mod election_dto;
+mod elections;
 pub mod error;
 mod events;
 pub mod extract;
@@ -26,6 +28,8 @@ pub use handlers::OPENAPI;
 #[derive(Clone)]
 pub struct AppState {
     pub service: Arc<LockService>,
+    /// The same rules over another root: elections (see `elections`).
+    pub elections: Arc<LockService>,
     pub auth: auth::Auth,
     pub limits: dto::Limits,
     pub webhooks: WebhookPolicy,
@@ -33,6 +37,16 @@ pub struct AppState {
     pub sealer: crate::seal::Sealer,
     /// How often an event stream sends a heartbeat comment.
     pub event_heartbeat: std::time::Duration,
+}
+
+impl AppState {
+    /// The service that keeps `resource`.
+    pub fn service_of(&self, resource: crate::resource::Resource) -> &Arc<LockService> {
+        match resource {
+            crate::resource::Resource::Lock => &self.service,
+            crate::resource::Resource::Election => &self.elections,
+        }
+    }
 }
 
 /// What the acquire handler checks a `notify_url` against.
@@ -44,7 +58,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 18] = [
+pub const ROUTES: [(&str, &str); 26] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -55,6 +69,14 @@ pub const ROUTES: [(&str, &str); 18] = [
     ("get", "/v1/locks/{name}/validate"),
     ("get", "/v1/locks/{name}/events"),
     ("get", "/v1/events"),
+    ("get", "/v1/elections"),
+    ("get", "/v1/elections/{name}"),
+    ("post", "/v1/elections/{name}/campaign"),
+    ("post", "/v1/elections/{name}/proclaim"),
+    ("post", "/v1/elections/{name}/renew"),
+    ("post", "/v1/elections/{name}/resign"),
+    ("get", "/v1/elections/{name}/validate"),
+    ("get", "/v1/elections/{name}/events"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
@@ -80,6 +102,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locks/{name}/validate", get(handlers::validate))
         .route("/v1/locks/{name}/events", get(events::lock_events))
         .route("/v1/events", get(events::prefix_events))
+        .route("/v1/elections", get(elections::list))
+        .route("/v1/elections/{name}", get(elections::get_election))
+        .route("/v1/elections/{name}/campaign", post(elections::campaign))
+        .route("/v1/elections/{name}/proclaim", post(elections::proclaim))
+        .route("/v1/elections/{name}/renew", post(elections::renew))
+        .route("/v1/elections/{name}/resign", post(elections::resign))
+        .route("/v1/elections/{name}/validate", get(elections::validate))
+        .route("/v1/elections/{name}/events", get(elections::events))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))

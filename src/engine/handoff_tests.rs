@@ -113,7 +113,9 @@ fn renewal_keeps_the_requestor() {
     let (record, lease) = granted("h", NOW);
     let w = waiter("r", 5, 1);
     let with_slot = with_requestor(record, &w, 5, NOW.plus(10));
-    let RenewDecision::Write(renewed) = decide_renew(&with_slot, &lease, None, NOW.plus(5)) else {
+    let RenewDecision::Write(renewed) =
+        decide_renew(&with_slot, &lease, &Renewal::lease(None), NOW.plus(5))
+    else {
         panic!()
     };
     assert_eq!(renewed.requestor, with_slot.requestor);
@@ -268,7 +270,7 @@ fn a_write_that_keeps_the_holder_keeps_the_ended_lease_and_a_new_holder_replaces
     let ended = LeaseId::random();
     let (mut record, lease) = granted("h", NOW);
     record.ended_lease = Some(ended);
-    let renewed = match decide_renew(&record, &lease, Some(5000), NOW) {
+    let renewed = match decide_renew(&record, &lease, &Renewal::lease(Some(5000)), NOW) {
         RenewDecision::Write(renewed) => renewed,
         other => panic!("{other:?}"),
     };

@@ -29,6 +29,8 @@ mod handoff_tests;
 #[cfg(test)]
 mod own_grant_tests;
 #[cfg(test)]
+mod renewal_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod waiting_tests;
@@ -45,7 +47,7 @@ pub use leaving::{
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
-    ReleaseDecision, RenewDecision,
+    ReleaseDecision, RenewDecision, Renewal,
 };
 pub use settle::{hold_over, landed};
 pub use waiting::{

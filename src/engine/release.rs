@@ -28,24 +28,53 @@ pub enum ReleaseDecision {
     NotOwner,
 }
 
-/// Renew extends the lease from `now`; `lease_ms` (if given) becomes the lease's length.
-/// A lease that ran out but that nobody has taken can still be renewed. A pending requestor
-/// stays (unlike Helix, where a renewal silently wipes it).
+/// What a renewal asks for besides a lease that runs from now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Renewal {
+    /// The lease's new length; `None` keeps the one it has.
+    pub lease_ms: Option<u64>,
+    /// The holder's new message (an election's proclaimed value); `None` keeps it.
+    pub message: Option<String>,
+    /// An election's rule (I17): a lease past its end on this instance's clock is not
+    /// renewed, even while nobody has taken it over, so a `no_leader` once told stays true.
+    pub strict: bool,
+}
+
+impl Renewal {
+    /// A lock's renewal: a new length, or the same one.
+    pub fn lease(lease_ms: Option<u64>) -> Renewal {
+        Renewal {
+            lease_ms,
+            ..Renewal::default()
+        }
+    }
+}
+
+/// Renew extends the lease from `now`; `renewal.lease_ms` (if given) becomes the lease's
+/// length. A lease that ran out but that nobody has taken can still be renewed, unless the
+/// renewal is `strict`. A pending requestor stays (unlike Helix, where a renewal silently
+/// wipes it).
 pub fn decide_renew(
     current: &LockRecord,
     lease_id: &LeaseId,
-    lease_ms: Option<u64>,
+    renewal: &Renewal,
     now: UnixMillis,
 ) -> RenewDecision {
     let Some(holder) = holder_with_lease(current, lease_id) else {
         return RenewDecision::NotOwner;
     };
-    let length = lease_ms.or(holder.lease_ms).unwrap_or(0);
-    let renewed = Holder {
+    if renewal.strict && holder.expires.has_passed(now) {
+        return RenewDecision::NotOwner;
+    }
+    let length = renewal.lease_ms.or(holder.lease_ms).unwrap_or(0);
+    let mut renewed = Holder {
         expires: Expiry::At(now.plus(length)),
         lease_ms: Some(length),
         ..holder.clone()
     };
+    if let Some(message) = &renewal.message {
+        renewed.message = message.clone();
+    }
     RenewDecision::Write(Box::new(LockRecord {
         holder: Some(renewed),
         forced: None,

@@ -182,14 +182,18 @@ fn a_retried_request_id_returns_the_same_grant() {
 fn renew_extends_from_now_and_may_change_the_length() {
     let (record, lease) = granted("a", NOW);
     let later = NOW.plus(500);
-    let RenewDecision::Write(same_len) = decide_renew(&record, &lease, None, later) else {
+    let RenewDecision::Write(same_len) =
+        decide_renew(&record, &lease, &Renewal::lease(None), later)
+    else {
         panic!()
     };
     assert_eq!(
         same_len.holder.as_ref().unwrap().expires,
         Expiry::At(later.plus(1000))
     );
-    let RenewDecision::Write(longer) = decide_renew(&record, &lease, Some(9000), later) else {
+    let RenewDecision::Write(longer) =
+        decide_renew(&record, &lease, &Renewal::lease(Some(9000)), later)
+    else {
         panic!()
     };
     let holder = longer.holder.unwrap();
@@ -202,15 +206,15 @@ fn renew_extends_from_now_and_may_change_the_length() {
 fn renew_works_after_lazy_expiry_but_not_for_strangers() {
     let (record, lease) = granted("a", NOW);
     assert!(matches!(
-        decide_renew(&record, &lease, None, NOW.plus(10_000)),
+        decide_renew(&record, &lease, &Renewal::lease(None), NOW.plus(10_000)),
         RenewDecision::Write(_)
     ));
     assert_eq!(
-        decide_renew(&record, &LeaseId::random(), None, NOW),
+        decide_renew(&record, &LeaseId::random(), &Renewal::lease(None), NOW),
         RenewDecision::NotOwner
     );
     assert_eq!(
-        decide_renew(&LockRecord::default(), &lease, None, NOW),
+        decide_renew(&LockRecord::default(), &lease, &Renewal::lease(None), NOW),
         RenewDecision::NotOwner
     );
 }
@@ -415,7 +419,7 @@ fn an_expired_lease_is_taken_over_only_once_it_has_ended_on_every_clock() {
         assert!(!is_current(&record, FencingToken(77), at), "validate: over");
         assert!(
             matches!(
-                decide_renew(&record, &lease, None, at),
+                decide_renew(&record, &lease, &Renewal::lease(None), at),
                 RenewDecision::Write(_)
             ),
             "the holder may still renew"

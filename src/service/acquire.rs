@@ -41,7 +41,11 @@ impl LockService {
     ) -> AcquireOutcome {
         let received = Instant::now();
         if request.priority == Priority::OVERRIDE {
-            AcquireAudit::of_request(&name, &request).record(&self.audit, None, "requested");
+            AcquireAudit::of_request(&name, self.resource, &request).record(
+                &self.audit,
+                None,
+                "requested",
+            );
         }
         // Whether this call has already been found to wait; then the task below goes straight
         // to the queue (it decides again there, after joining, on a fresh read).
@@ -293,7 +297,11 @@ impl LockService {
         version: Version,
     ) {
         if request.priority == Priority::OVERRIDE {
-            AcquireAudit::of_request(name, request).record(&self.audit, replaced, "granted");
+            AcquireAudit::of_request(name, self.resource, request).record(
+                &self.audit,
+                replaced,
+                "granted",
+            );
         }
         self.metrics.grants.inc();
         self.cache.remember_grant(name, written, version);

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use crate::audit::{Actor, Affected, AuditLog, AuditRecord};
 use crate::model::{LockName, Priority, UnixMillis};
 use crate::record::{Holder, Requestor};
+use crate::resource::Resource;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
@@ -16,11 +17,15 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::CleanupRequested => "lock.cleanup_requested",
-            EventKind::CleanupCancelled => "lock.cleanup_cancelled",
-            EventKind::Revoked => "lock.revoked",
+    /// The webhook's `type`: the event's name, prefixed with the kind of resource.
+    pub fn type_name(self, resource: Resource) -> &'static str {
+        match (resource, self) {
+            (Resource::Lock, EventKind::CleanupRequested) => "lock.cleanup_requested",
+            (Resource::Lock, EventKind::CleanupCancelled) => "lock.cleanup_cancelled",
+            (Resource::Lock, EventKind::Revoked) => "lock.revoked",
+            (Resource::Election, EventKind::CleanupRequested) => "election.cleanup_requested",
+            (Resource::Election, EventKind::CleanupCancelled) => "election.cleanup_cancelled",
+            (Resource::Election, EventKind::Revoked) => "election.revoked",
         }
     }
 }
@@ -29,6 +34,8 @@ impl EventKind {
 #[derive(Clone, Debug)]
 pub struct LockEvent {
     pub kind: EventKind,
+    /// What `lock` names: a lock, or an election.
+    pub resource: Resource,
     pub lock: LockName,
     /// The holder the event is about (its `notify_url` is the target).
     pub holder: Holder,
@@ -54,6 +61,7 @@ impl EventSink for NoEvents {
 /// any preemption that takes the lock from a live holder.
 pub struct AcquireAudit<'a> {
     pub lock: &'a LockName,
+    pub resource: Resource,
     pub actor: &'a Actor,
     pub owner: &'a str,
     pub priority: u32,
@@ -62,9 +70,14 @@ pub struct AcquireAudit<'a> {
 
 impl<'a> AcquireAudit<'a> {
     /// The view of an acquire request.
-    pub fn of_request(lock: &'a LockName, request: &'a crate::engine::AcquireRequest) -> Self {
+    pub fn of_request(
+        lock: &'a LockName,
+        resource: Resource,
+        request: &'a crate::engine::AcquireRequest,
+    ) -> Self {
         AcquireAudit {
             lock,
+            resource,
             actor: &request.actor,
             owner: request.owner.as_str(),
             priority: request.priority.get(),
@@ -73,9 +86,14 @@ impl<'a> AcquireAudit<'a> {
     }
 
     /// The view of a waiter's ticket.
-    pub fn of_ticket(lock: &'a LockName, ticket: &'a crate::waiter::Ticket) -> Self {
+    pub fn of_ticket(
+        lock: &'a LockName,
+        resource: Resource,
+        ticket: &'a crate::waiter::Ticket,
+    ) -> Self {
         AcquireAudit {
             lock,
+            resource,
             actor: &ticket.actor,
             owner: &ticket.owner,
             priority: ticket.priority,
@@ -96,6 +114,7 @@ impl<'a> AcquireAudit<'a> {
         log.record(&AuditRecord {
             action: self.action(),
             lock: self.lock.as_str(),
+            resource: self.resource,
             actor: self.actor,
             owner: Some(self.owner),
             priority: Some(self.priority),

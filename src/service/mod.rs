@@ -98,6 +98,8 @@ pub struct LockService {
     /// The wall clock leases are judged by.
     wall: WallClock,
     planted: Planted,
+    /// What this service's names are: locks, or elections (for the webhooks' types).
+    resource: crate::resource::Resource,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).
@@ -231,12 +233,20 @@ impl LockService {
             audit: Arc::new(crate::audit::AuditLog::Tracing),
             wall: seams.wall,
             planted: seams.planted,
+            resource: crate::resource::Resource::Lock,
         }
     }
 
     /// Where the audit trail goes (stderr, through tracing, unless set).
-    pub fn with_audit(mut self, audit: crate::audit::AuditLog) -> Self {
-        self.audit = Arc::new(audit);
+    pub fn with_audit(mut self, audit: Arc<crate::audit::AuditLog>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Keeps elections rather than locks: the rules are the lock's, the webhooks' types
+    /// and data say `election`.
+    pub fn for_elections(mut self) -> Self {
+        self.resource = crate::resource::Resource::Election;
         self
     }
 
@@ -293,6 +303,7 @@ impl LockService {
         let cleanup_deadline = requestor.as_ref().and_then(|r| r.cleanup_deadline);
         self.events.emit(LockEvent {
             kind,
+            resource: self.resource,
             lock: name.clone(),
             holder,
             requestor,

@@ -85,6 +85,7 @@ impl LockService {
         self.audit.record(&AuditRecord {
             action: "force_release",
             lock: name.as_str(),
+            resource: self.resource,
             actor,
             owner: None,
             priority: None,

@@ -10,7 +10,7 @@ use super::release::too_busy;
 use super::{
     refused, snapshot, LockService, LockSnapshot, Put, Read, Refusal, ServiceError, MAX_ROUNDS,
 };
-use crate::engine::{self, Basis, RenewDecision, Trust};
+use crate::engine::{self, Basis, RenewDecision, Renewal, Trust};
 use crate::model::{LeaseId, LockName};
 
 impl LockService {
@@ -18,7 +18,7 @@ impl LockService {
         &self,
         name: &LockName,
         lease_id: &LeaseId,
-        lease_ms: Option<u64>,
+        renewal: &Renewal,
     ) -> Result<LockSnapshot, ServiceError> {
         let began = Instant::now();
         let mut basis = Basis::Cached;
@@ -34,7 +34,7 @@ impl LockService {
                 queue,
                 basis: on,
             } = self.read_cached(name, deadline, now, asked).await?;
-            let decision = engine::decide_renew(&record, lease_id, lease_ms, now);
+            let decision = engine::decide_renew(&record, lease_id, renewal, now);
             if let Trust::ReadAgain(again) = decision.trust(on) {
                 basis = again;
                 continue;

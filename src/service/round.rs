@@ -189,7 +189,7 @@ impl LockService {
                     if let Some(old) = revoked {
                         // Taking the lock from a live holder is always on the trail, with or
                         // without the override.
-                        AcquireAudit::of_ticket(name, ticket).record(
+                        AcquireAudit::of_ticket(name, self.resource, ticket).record(
                             &self.audit,
                             Some(&old),
                             "took_over",
@@ -226,7 +226,7 @@ impl LockService {
                     }
                     state.was_requestor = true;
                     if ticket.priority == Priority::OVERRIDE.get() {
-                        AcquireAudit::of_ticket(name, ticket).record(
+                        AcquireAudit::of_ticket(name, self.resource, ticket).record(
                             &self.audit,
                             written.holder.as_ref(),
                             "cleanup_requested",

@@ -63,7 +63,7 @@ struct Job {
     /// The lane: the origin of `url`.
     target: String,
     id: String,
-    kind: EventKind,
+    kind: &'static str,
     lock: String,
     url: String,
     body: Vec<u8>,
@@ -112,10 +112,10 @@ fn target_of(url: &str) -> String {
 fn body_of(event: &LockEvent, now: UnixMillis) -> Vec<u8> {
     let remaining = event.cleanup_deadline.map(|d| now.millis_until(d));
     let body = json!({
-        "type": event.kind.as_str(),
+        "type": event.kind.type_name(event.resource),
         "timestamp": now.rfc3339(),
         "data": {
-            "lock": event.lock.as_str(),
+            event.resource.as_str(): event.lock.as_str(),
             "owner": event.holder.owner,
             "fencing_token": event.holder.fencing_token.map(|t| t.0),
             "requestor": event.requestor.as_ref().map(RequestorInfo::of),
@@ -141,7 +141,7 @@ impl EventSink for Webhooks {
         let job = Job {
             target: target_of(&url),
             id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
-            kind: event.kind,
+            kind: event.kind.type_name(event.resource),
             lock: event.lock.to_string(),
             url,
             body: body_of(&event, now),
@@ -183,7 +183,7 @@ impl Deliveries {
             Admit::Queued => {}
             Admit::Dropped(job, full) => {
                 this.record(WebhookResult::GivenUp);
-                warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
+                warn!(lock = %job.lock, event = job.kind, target = %job.target,
                       why = full.as_str(), "webhook event dropped");
             }
         }
@@ -197,7 +197,7 @@ impl Deliveries {
                 // It waited in its lane past the cleanup deadline: the request is settled,
                 // and an attempt now would only delay the events behind it.
                 self.record(WebhookResult::GivenUp);
-                warn!(lock = %job.lock, event = job.kind.as_str(), target = %job.target,
+                warn!(lock = %job.lock, event = job.kind, target = %job.target,
                       "the cleanup deadline passed while the webhook waited for its target; giving up");
             } else {
                 self.deliver(&job).await;
@@ -220,7 +220,7 @@ impl Deliveries {
         for attempt in 1.. {
             if attempt == 1 {
                 let waited = job.caused_at.elapsed();
-                info!(lock = %job.lock, event = job.kind.as_str(), webhook_id = %job.id,
+                info!(lock = %job.lock, event = job.kind, webhook_id = %job.id,
                       request_to_first_attempt_us = waited.as_micros() as u64, "delivering webhook");
             }
             let remaining = job
@@ -236,7 +236,7 @@ impl Deliveries {
                 }
                 Err(Failure::Refused(why)) => {
                     self.record(WebhookResult::RefusedTarget);
-                    warn!(lock = %job.lock, event = job.kind.as_str(), %why, "webhook target refused; not delivering");
+                    warn!(lock = %job.lock, event = job.kind, %why, "webhook target refused; not delivering");
                     return;
                 }
                 Err(Failure::Retry(why)) => {
@@ -248,7 +248,7 @@ impl Deliveries {
                     };
                     if out_of_time {
                         self.record(WebhookResult::GivenUp);
-                        warn!(lock = %job.lock, event = job.kind.as_str(), attempts = attempt, %why, "giving up on a webhook");
+                        warn!(lock = %job.lock, event = job.kind, attempts = attempt, %why, "giving up on a webhook");
                         return;
                     }
                     tokio::time::sleep(jittered).await;

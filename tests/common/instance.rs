@@ -24,6 +24,8 @@ pub fn flags(connect: &str, root: &str, extra: &[&str]) -> Vec<String> {
         &format!("{root}/locks"),
         "--state-root",
         &format!("{root}/state"),
+        "--election-root",
+        &format!("{root}/elections"),
         "--store-timeout-ms",
         "500",
         "--zk-session-timeout-ms",

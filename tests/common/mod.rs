@@ -71,6 +71,8 @@ pub fn zk_flags(zk: &ZkServer, root: &str, extra: &[&str]) -> Vec<String> {
         format!("{root}/locks"),
         "--state-root".into(),
         format!("{root}/state"),
+        "--election-root".into(),
+        format!("{root}/elections"),
         "--store-timeout-ms".into(),
         "1000".into(),
         "--zk-session-timeout-ms".into(),
@@ -97,6 +99,7 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args.zk = Some(zk.connect_string());
     args.lock_root = format!("{root}/locks");
     args.state_root = format!("{root}/state");
+    args.election_root = format!("{root}/elections");
     args.store_timeout_ms = 1000;
     args.gc_delay_ms = 8500;
     args.zk_session_timeout_ms = 4000;

@@ -319,7 +319,10 @@ async fn perform(
         }
         Call::Renew { lease_id, lease_ms } => {
             let lease = LeaseId::parse(lease_id).unwrap();
-            match service.renew(name, &lease, *lease_ms).await {
+            match service
+                .renew(name, &lease, &lockwarden::engine::Renewal::lease(*lease_ms))
+                .await
+            {
                 Ok(lock) => Outcome {
                     status: Some(200),
                     fencing_token: lock

@@ -358,7 +358,7 @@ fn is_event_id(id: &str) -> bool {
 }
 
 /// An open event stream and the schema its events must fit.
-struct Followed<'a> {
+pub(crate) struct Followed<'a> {
     spec: &'a Value,
     item_schema: Value,
     stream: SseStream,
@@ -367,7 +367,7 @@ struct Followed<'a> {
 
 impl<'a> Followed<'a> {
     /// Opens GET `path_template` at `url`, with the stream's `itemSchema`.
-    async fn open(
+    pub(crate) async fn open(
         spec: &'a Value,
         path_template: &str,
         url: &str,
@@ -399,7 +399,7 @@ impl<'a> Followed<'a> {
 
     /// Reads events up to the first named `last`, checking each as an SSE parser
     /// (schemathesis' among them) presents it: `event`, `id`, and `data` as its text.
-    async fn until(&mut self, last: &str) -> Vec<common::sse::SseEvent> {
+    pub(crate) async fn until(&mut self, last: &str) -> Vec<common::sse::SseEvent> {
         let mut seen = Vec::new();
         loop {
             let event = self.stream.next_event(Duration::from_secs(10)).await;

@@ -20,6 +20,8 @@ mod contract;
 mod contradicting_copy;
 mod cut_read;
 mod deploy;
+mod election_contract;
+mod elections;
 mod event_expiry;
 mod events;
 mod fault_harness;

@@ -168,6 +168,8 @@ async fn held_locks_survive_a_service_restart() {
         args.lock_root.clone(),
         "--state-root".into(),
         args.state_root.clone(),
+        "--election-root".into(),
+        args.election_root.clone(),
     ];
     let mut first = Process::start(&flags).await;
     let http = common::http_client();

@@ -2,8 +2,9 @@
 //! record before and after the change, and the time. Unit-tested here.
 //!
 //! The stream sees records, not requests, so each type is read off what the records say:
-//! - the same grant (same lease) before and after: `renewed` when its expiry or length
-//!   changed, `cleanup_requested` / `cleanup_cancelled` when a requestor came or went;
+//! - the same grant (same lease) before and after: `renewed` when its expiry, length or
+//!   message changed (an election's `proclaimed` is a renewal with a new value),
+//!   `cleanup_requested` / `cleanup_cancelled` when a requestor came or went;
 //! - a grant that ended: `released` when its lease was still live, `force_released` when
 //!   the record says an admin forced it (`LW_FORCED`); an expired lease that is cleared says
 //!   nothing new (`expired` was sent when it ran out);
@@ -75,7 +76,10 @@ pub fn classify(
         (None, Some(_)) => vec![Acquired],
         (Some(old), Some(new)) if old.same_grant(new) => {
             let mut events = Vec::new();
-            if old.expires != new.expires || old.lease_ms != new.lease_ms {
+            if old.expires != new.expires
+                || old.lease_ms != new.lease_ms
+                || old.message != new.message
+            {
                 events.push(Renewed);
             }
             match (&before.requestor, &after.requestor) {
@@ -143,6 +147,23 @@ mod tests {
             holder,
             ..LockRecord::default()
         }
+    }
+
+    #[test]
+    fn a_new_message_on_the_same_grant_is_a_renewal() {
+        let before = holder("a", NOW.0 + 10);
+        let after = Holder {
+            message: "proclaimed".into(),
+            ..before.clone()
+        };
+        assert_eq!(
+            classify(&with(Some(before.clone())), &with(Some(after)), NOW, false),
+            vec![Renewed]
+        );
+        assert_eq!(
+            classify(&with(Some(before.clone())), &with(Some(before)), NOW, false),
+            vec![]
+        );
     }
 
     #[test]

@@ -56,7 +56,8 @@ use access::ZkAccess;
 pub(super) use no_answer::{Late, NoAnswer};
 
 pub struct ZkStore {
-    session: ZkSession,
+    /// Shared by the stores of one instance (`ZkStore::beside`): one session, many roots.
+    session: std::sync::Arc<ZkSession>,
     lock_root: String,
     state_root: String,
     access: ZkAccess,
@@ -88,11 +89,22 @@ pub struct ZkConfig {
 impl ZkStore {
     pub fn new(config: ZkConfig) -> Self {
         let session = ZkSession::start(
-            config.connect,
+            config.connect.clone(),
             config.session_timeout,
             config.access.clone(),
             config.metrics.clone(),
         );
+        Self::on_session(std::sync::Arc::new(session), config)
+    }
+
+    /// A store under other roots on this store's session, so that an instance keeps one
+    /// ZooKeeper session whatever it stores (locks, elections). `config.connect`,
+    /// `session_timeout` and `access` are the session's, whatever `config` says.
+    pub fn beside(&self, config: ZkConfig) -> Self {
+        Self::on_session(self.session.clone(), config)
+    }
+
+    fn on_session(session: std::sync::Arc<ZkSession>, config: ZkConfig) -> Self {
         let lock_root = config.lock_root.trim_end_matches('/').to_owned();
         let state_root = config.state_root.trim_end_matches('/').to_owned();
         let batch = batch::Coalescer::new(

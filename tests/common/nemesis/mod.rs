@@ -205,6 +205,7 @@ pub fn instance_flags(connect: &str, root: &str) -> Vec<String> {
         ("--zk", connect.to_owned()),
         ("--lock-root", format!("{root}/locks")),
         ("--state-root", format!("{root}/state")),
+        ("--election-root", format!("{root}/elections")),
         ("--store-timeout-ms", STORE_TIMEOUT_MS.to_string()),
         ("--zk-session-timeout-ms", SESSION_TIMEOUT_MS.to_string()),
         ("--gc-delay-ms", GC_DELAY_MS.to_string()),
