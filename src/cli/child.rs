@@ -5,10 +5,91 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use lockwarden_client::LockGuard;
+use lockwarden_client::{CleanupRequest, Error, Leadership, LockGuard, LossReason};
 
 use super::lock::Signals;
 use super::{exit, LockArgs, OnCleanup};
+
+/// What CMD runs under: a held lock, or a leadership.
+pub(super) trait Held {
+    /// CMD's environment.
+    fn env(&self) -> Vec<(&'static str, String)>;
+    fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static;
+    /// A leadership has none: it is told of a preferred candidate by losing.
+    fn cleanup_requested(
+        &self,
+    ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static;
+    fn loss(&self) -> Option<LossReason>;
+    /// Releases the lock, or resigns.
+    fn let_go(self) -> impl std::future::Future<Output = Result<(), Error>> + Send;
+}
+
+impl Held for LockGuard {
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("LOCKWARDEN_LOCK_NAME", self.name().to_owned()),
+            ("LOCKWARDEN_LEASE_ID", self.lease_id().to_string()),
+            ("LOCKWARDEN_FENCING_TOKEN", self.fencing_token().to_string()),
+        ]
+    }
+    fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        LockGuard::lost(self)
+    }
+    fn cleanup_requested(
+        &self,
+    ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static {
+        LockGuard::cleanup_requested(self)
+    }
+    fn loss(&self) -> Option<LossReason> {
+        LockGuard::loss(self)
+    }
+    fn let_go(self) -> impl std::future::Future<Output = Result<(), Error>> + Send {
+        self.release()
+    }
+}
+
+impl Held for Leadership {
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("LOCKWARDEN_ELECTION", self.name().to_owned()),
+            ("LOCKWARDEN_TERM", self.term().to_string()),
+            ("LOCKWARDEN_LEASE_ID", self.lease_id().to_string()),
+        ]
+    }
+    fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
+        Leadership::lost(self)
+    }
+    fn cleanup_requested(
+        &self,
+    ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static {
+        std::future::pending()
+    }
+    fn loss(&self) -> Option<LossReason> {
+        Leadership::loss(self)
+    }
+    fn let_go(self) -> impl std::future::Future<Output = Result<(), Error>> + Send {
+        self.resign()
+    }
+}
+
+/// How CMD is run: its words, and how it is stopped.
+pub(super) struct Running<'a> {
+    pub name: &'a str,
+    pub command: &'a [String],
+    pub grace: Option<Duration>,
+    pub on_cleanup: OnCleanup,
+}
+
+impl<'a> From<&'a LockArgs> for Running<'a> {
+    fn from(args: &'a LockArgs) -> Running<'a> {
+        Running {
+            name: &args.name,
+            command: &args.command,
+            grace: args.grace,
+            on_cleanup: args.on_cleanup,
+        }
+    }
+}
 
 /// The grace after a loss when `--grace` is not given (Consul's choice): the lock may
 /// already be someone else's, so CMD should not go on long.
@@ -31,21 +112,14 @@ fn earlier(current: Option<Instant>, candidate: Instant) -> Option<Instant> {
     Some(current.map_or(candidate, |at| at.min(candidate)))
 }
 
-pub(super) async fn run(guard: LockGuard, mut signals: Signals, args: &LockArgs) -> u8 {
+pub(super) async fn run(guard: impl Held, mut signals: Signals, args: Running<'_>) -> u8 {
     let mut command = tokio::process::Command::new(&args.command[0]);
-    command
-        .args(&args.command[1..])
-        .env("LOCKWARDEN_LOCK_NAME", guard.name())
-        .env("LOCKWARDEN_LEASE_ID", guard.lease_id().as_str())
-        .env(
-            "LOCKWARDEN_FENCING_TOKEN",
-            guard.fencing_token().to_string(),
-        );
+    command.args(&args.command[1..]).envs(guard.env());
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
             eprintln!("lockwarden: cannot run {:?}: {error}", args.command[0]);
-            let _ = guard.release().await;
+            let _ = guard.let_go().await;
             return if error.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -100,8 +174,8 @@ pub(super) async fn run(guard: LockGuard, mut signals: Signals, args: &LockArgs)
         }
     };
     if guard.loss().is_none() {
-        if let Err(error) = guard.release().await {
-            eprintln!("lockwarden: releasing {}: {error}", args.name);
+        if let Err(error) = guard.let_go().await {
+            eprintln!("lockwarden: letting go of {}: {error}", args.name);
         }
     }
     if stopping {

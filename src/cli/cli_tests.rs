@@ -60,7 +60,10 @@ fn every_lock_name_argument_says_how_a_name_is_made() {
             sub.get_name()
         );
     }
-    assert_eq!(named, 5, "lock, status, watch, release, force-release");
+    assert_eq!(
+        named, 8,
+        "lock, status, watch, release, force-release, elect, leader, observe"
+    );
 }
 
 #[test]

@@ -16,7 +16,7 @@ pub(super) struct Signals {
 }
 
 impl Signals {
-    fn install() -> std::io::Result<Signals> {
+    pub fn install() -> std::io::Result<Signals> {
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -62,7 +62,7 @@ pub(super) async fn run(args: LockArgs, client: Client) -> u8 {
     if args.command.is_empty() {
         hold(guard, signals, &args).await
     } else {
-        child::run(guard, signals, &args).await
+        child::run(guard, signals, (&args).into()).await
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod child;
 pub mod duration;
+mod election;
 mod lock;
 mod owner;
 mod show;
@@ -241,6 +242,12 @@ pub enum ClientCommand {
     Release(ReleaseArgs),
     /// Release a lock whoever holds it (needs the admin token).
     ForceRelease(ForceReleaseArgs),
+    /// Campaign in an election, then run CMD while leader (or lead until interrupted).
+    Elect(election::ElectArgs),
+    /// Print an election's leader (exit 1 when nobody leads).
+    Leader(election::LeaderArgs),
+    /// Print an election's events, one line each: snapshot, elected, proclaimed, no_leader.
+    Observe(election::ObserveArgs),
 }
 
 /// Runs a client command; returns the exit code.
@@ -256,6 +263,9 @@ pub async fn run(command: ClientCommand) -> u8 {
         ClientCommand::Watch(args) => show::watch(args, client).await,
         ClientCommand::Release(args) => show::release(args, client).await,
         ClientCommand::ForceRelease(args) => show::force_release(args, client).await,
+        ClientCommand::Elect(args) => election::elect(args, client).await,
+        ClientCommand::Leader(args) => election::leader(args, client).await,
+        ClientCommand::Observe(args) => election::observe(args, client).await,
     }
 }
 
@@ -268,6 +278,9 @@ impl ClientCommand {
             ClientCommand::Watch(args) => &args.client,
             ClientCommand::Release(args) => &args.client,
             ClientCommand::ForceRelease(args) => &args.client,
+            ClientCommand::Elect(args) => &args.client,
+            ClientCommand::Leader(args) => &args.client,
+            ClientCommand::Observe(args) => &args.client,
         }
     }
 }

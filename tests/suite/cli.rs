@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// The lockwarden binary as a client of `service`.
-fn cli(service: &Service) -> Command {
+pub(crate) fn cli(service: &Service) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_lockwarden"));
     command
         .env("LOCKWARDEN_ADDR", &service.base)
@@ -24,7 +24,7 @@ fn cli(service: &Service) -> Command {
     command
 }
 
-async fn finish(child: &mut Child, what: &str) -> ExitStatus {
+pub(crate) async fn finish(child: &mut Child, what: &str) -> ExitStatus {
     tokio::time::timeout(Duration::from_secs(60), child.wait())
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within 60 s"))
@@ -36,7 +36,7 @@ async fn code(command: &mut Command) -> i32 {
     finish(&mut child, "the command").await.code().unwrap()
 }
 
-fn lines(path: &Path) -> Vec<String> {
+pub(crate) fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -44,7 +44,7 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-async fn wait_for_line(path: &Path, line: &str) {
+pub(crate) async fn wait_for_line(path: &Path, line: &str) {
     eventually(Duration::from_secs(20), line, || async {
         lines(path).iter().any(|l| l == line)
     })
@@ -282,7 +282,9 @@ async fn watch_on_one_instance_prints_a_change_made_through_another() {
     );
 }
 
-async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+pub(crate) async fn next_line(
+    out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> String {
     tokio::time::timeout(Duration::from_secs(20), out.next_line())
         .await
         .expect("an event within 20 s")
@@ -290,7 +292,7 @@ async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStd
         .expect("watch keeps running")
 }
 
-async fn stdout_of(command: &mut Command) -> (i32, String) {
+pub(crate) async fn stdout_of(command: &mut Command) -> (i32, String) {
     let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .expect("the command finishes")

@@ -16,6 +16,7 @@ mod checker;
 mod checker_tokens;
 mod cleanup_signal;
 mod cli;
+mod cli_election;
 mod contract;
 mod contradicting_copy;
 mod cut_read;

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::call::encode;
 use crate::client::Client;
 use crate::error::Error;
 use crate::guard::{Grant, LockGuard};
-use crate::types::{FencingToken, LeaseId, LockInfo, RequestId};
+use crate::kind::Kind;
+use crate::types::{FencingToken, LeaseId, RequestId};
 
 /// How much longer than its waiting time an acquire may take to answer before the call
 /// counts as lost and is sent again.
@@ -19,6 +19,7 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(10);
 /// An acquire being set up: `client.lock(name).lease(..).wait(..).acquire().await`.
 #[derive(Clone, Debug)]
 pub struct LockRequest {
+    kind: Kind,
     client: Client,
     name: String,
     lease: Duration,
@@ -38,7 +39,13 @@ fn millis(d: Duration) -> u64 {
 
 impl LockRequest {
     pub(crate) fn new(client: Client, name: String) -> LockRequest {
+        Self::of(Kind::Lock, client, name)
+    }
+
+    /// A campaign: an acquire of an election's leadership (see `CampaignRequest`).
+    pub(crate) fn of(kind: Kind, client: Client, name: String) -> LockRequest {
         LockRequest {
+            kind,
             client,
             name,
             lease: Duration::from_secs(30),
@@ -112,10 +119,11 @@ impl LockRequest {
             .owner
             .clone()
             .unwrap_or_else(|| format!("lockwarden-client:{}", std::process::id()));
+        let (owner_field, message_field) = self.kind.owner_and_message();
         let mut body = json!({
-            "owner": owner,
+            owner_field: owner,
             "lease_ms": millis(self.lease),
-            "message": self.message,
+            message_field: self.message,
             "priority": self.priority,
             "forceful": self.forceful,
             "request_id": request_id,
@@ -142,7 +150,7 @@ impl LockRequest {
         }
         let request_id = RequestId::random();
         let body = self.body(&request_id);
-        let path = format!("/v1/locks/{}/acquire", encode(&self.name));
+        let path = self.kind.path(&self.name, self.kind.acquire());
         let wait = self.wait.unwrap_or_default();
         let started = Instant::now();
         let deadline = started + wait + self.client.retry_budget();
@@ -166,11 +174,9 @@ impl LockRequest {
     fn granted(self, body: Value, started: Instant, sent_at: Instant) -> Result<LockGuard, Error> {
         let bad = |what: &str| Error::Protocol(format!("a grant without {what}: {body}"));
         let lease_id = body["lease_id"].as_str().ok_or_else(|| bad("lease_id"))?;
-        let token = body["fencing_token"]
-            .as_u64()
-            .ok_or_else(|| bad("fencing_token"))?;
-        let lock: LockInfo = serde_json::from_value(body["lock"].clone())
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let token_field = self.kind.token_field();
+        let token = body[token_field].as_u64().ok_or_else(|| bad(token_field))?;
+        let lock = self.kind.view(&body).ok_or_else(|| bad("what it holds"))?;
         // The grant was read no earlier than this attempt was sent, so the lease runs at
         // least `remaining_ms` from then: a bound our monotonic clock can keep.
         let remaining = lock
@@ -179,6 +185,7 @@ impl LockRequest {
             .min(self.lease);
         let renew_every = self.renew_every.unwrap_or(self.lease / 3);
         Ok(LockGuard::start(Grant {
+            kind: self.kind,
             client: self.client,
             name: self.name,
             lease_id: LeaseId::new(lease_id),

@@ -45,7 +45,11 @@ impl Answer {
     pub fn into_error(self) -> Error {
         let code = self.error_field("code");
         let message = self.error_field("message");
-        if self.status == 409 && self.body.get("acquired").is_some() {
+        // A refused acquire (or campaign) says so: `"acquired": false` (`"elected"`).
+        let refused_grant = ["acquired", "elected"]
+            .iter()
+            .any(|k| self.body.get(k).is_some());
+        if self.status == 409 && refused_grant {
             let lock = serde_json::from_value(self.body["lock"].clone()).ok();
             return Error::NotAcquired {
                 code,

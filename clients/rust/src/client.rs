@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use crate::acquire::LockRequest;
 use crate::call::{encode, ok_or_error};
+use crate::election::CampaignRequest;
 use crate::error::Error;
 use crate::events::Watch;
 use crate::tls;
-use crate::types::{ForceReleased, LeaseId, LockInfo, LockPage};
+use crate::types::{ElectionInfo, ForceReleased, LeaseId, LockInfo, LockPage};
 
 /// A handle on one lockwarden service (any of its instances behind one URL). Cheap to
 /// clone; clones share connections.
@@ -151,6 +152,28 @@ impl Client {
     /// The event stream of one lock (`GET /v1/locks/{name}/events`).
     pub fn watch(&self, name: &str) -> Watch {
         Watch::new(self.clone(), format!("/v1/locks/{}/events", encode(name)))
+    }
+
+    /// Starts a campaign in the election `name`; set its options, then
+    /// `.campaign().await`.
+    pub fn election(&self, name: impl Into<String>) -> CampaignRequest {
+        CampaignRequest::new(self.clone(), name.into())
+    }
+
+    /// The election's current leader, if any (`GET /v1/elections/{name}`).
+    pub async fn leader(&self, name: &str) -> Result<ElectionInfo, Error> {
+        let path = format!("/v1/elections/{}", encode(name));
+        let answer = self.call(reqwest::Method::GET, &path, None).await?;
+        ok_or_error(answer)?.parse()
+    }
+
+    /// The election's stream: `snapshot`, then `elected`, `proclaimed` and `no_leader`,
+    /// each event's `election` the election after it.
+    pub fn observe(&self, name: &str) -> Watch {
+        Watch::new(
+            self.clone(),
+            format!("/v1/elections/{}/events", encode(name)),
+        )
     }
 
     /// The event stream of every lock whose name starts with `prefix`.

@@ -1,5 +1,6 @@
-//! Lock event streams (`GET /v1/locks/{name}/events`, `GET /v1/events?prefix=`): the
-//! connection, resuming with `Last-Event-ID` after a drop, and the typed `Event`.
+//! Event streams (`GET /v1/locks/{name}/events`, `GET /v1/events?prefix=`, an election's
+//! `GET /v1/elections/{name}/events`): the connection, resuming with `Last-Event-ID` after a
+//! drop, and the typed `Event`.
 
 use std::time::Duration;
 
@@ -10,17 +11,18 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::sse::SseParser;
 use crate::tls::transport;
-use crate::types::LockInfo;
+use crate::types::{ElectionInfo, LockInfo};
 
 /// The service sends a heartbeat every 15 s; a connection silent for much longer is dead
 /// even if no error has reached us (a peer that vanished without a FIN).
 const SILENCE_LIMIT: Duration = Duration::from_secs(45);
 
-/// One event of a lock stream.
+/// One event of a lock stream, or of an election's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     /// `snapshot`, `acquired`, `renewed`, `released`, `expired`, `handed_off`,
-    /// `cleanup_requested`, `cleanup_cancelled`, `revoked`, `force_released`, `queue`.
+    /// `cleanup_requested`, `cleanup_cancelled`, `revoked`, `force_released`, `queue`; on
+    /// an election's stream, `snapshot`, `elected`, `proclaimed`, `no_leader`.
     pub kind: String,
     /// The zxid of the change, increasing along the stream.
     pub id: Option<u64>,
@@ -28,6 +30,8 @@ pub struct Event {
     pub lock: Option<LockInfo>,
     /// A prefix stream's snapshot: every lock under the prefix.
     pub locks: Vec<LockInfo>,
+    /// On an election's stream: the election after the change.
+    pub election: Option<ElectionInfo>,
     /// The event's `data` as sent.
     pub data: Value,
 }
@@ -48,11 +52,19 @@ impl Event {
             }
             None => Vec::new(),
         };
+        let election = match data.get("election") {
+            Some(election) => Some(
+                serde_json::from_value(election.clone())
+                    .map_err(|e| Error::Protocol(e.to_string()))?,
+            ),
+            None => None,
+        };
         Ok(Event {
             kind,
             id: id.and_then(|id| id.parse().ok()),
             lock,
             locks,
+            election,
             data,
         })
     }

@@ -11,7 +11,9 @@ use tokio::task::JoinHandle;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::events::Watch;
 use crate::keeper::{self, Shared};
+use crate::kind::Kind;
 use crate::types::{FencingToken, LeaseId, LockInfo, Requestor};
 
 /// Why a lease is no longer held.
@@ -79,6 +81,7 @@ impl CleanupRequest {
 
 /// What an acquire hands the guard.
 pub(crate) struct Grant {
+    pub kind: Kind,
     pub client: Client,
     pub name: String,
     pub lease_id: LeaseId,
@@ -92,6 +95,7 @@ pub(crate) struct Grant {
 /// A held lock. It renews itself until released or dropped; dropping it releases the
 /// lease in the background (best effort, on the current tokio runtime).
 pub struct LockGuard {
+    kind: Kind,
     client: Client,
     name: String,
     lease_id: LeaseId,
@@ -107,6 +111,7 @@ impl LockGuard {
         shared.judge(&grant.lock, None);
         let tasks = vec![
             tokio::spawn(keeper::renew(
+                grant.kind,
                 grant.client.clone(),
                 grant.name.clone(),
                 grant.lease_id.clone(),
@@ -116,11 +121,13 @@ impl LockGuard {
                 shared.clone(),
             )),
             tokio::spawn(keeper::watch_events(
-                grant.client.watch(&grant.name),
+                grant.kind,
+                Watch::new(grant.client.clone(), grant.kind.path(&grant.name, "events")),
                 shared.clone(),
             )),
         ];
         LockGuard {
+            kind: grant.kind,
             client: grant.client,
             name: grant.name,
             lease_id: grant.lease_id,
@@ -179,11 +186,37 @@ impl LockGuard {
     /// success when the lock is free.
     pub async fn release(mut self) -> Result<(), Error> {
         self.stop();
-        self.client
-            .release(&self.name, &self.lease_id)
-            .await
-            .map(drop)
+        let_go(self.kind, &self.client, &self.name, &self.lease_id).await
     }
+
+    /// What the guard holds now, as the service shows it, with the lease renewed: a
+    /// leader's proclaim (`CampaignRequest`), whose answer is judged as a renewal's.
+    pub(crate) async fn renew_with(
+        &self,
+        action: &str,
+        body: serde_json::Value,
+    ) -> Result<serde_json::Value, Error> {
+        let path = self.kind.path(&self.name, action);
+        let answer = self
+            .client
+            .call(reqwest::Method::POST, &path, Some(&body))
+            .await?;
+        let answer = crate::call::ok_or_error(answer)?;
+        if let Some(view) = self.kind.view(&answer.body) {
+            self.shared.judge(&view, None);
+        }
+        Ok(answer.body)
+    }
+}
+
+/// Lets go of a lease: a lock's release, or a leader's resignation.
+async fn let_go(kind: Kind, client: &Client, name: &str, lease_id: &LeaseId) -> Result<(), Error> {
+    let path = kind.path(name, kind.release());
+    let body = serde_json::json!({ "lease_id": lease_id });
+    let answer = client
+        .call(reqwest::Method::POST, &path, Some(&body))
+        .await?;
+    crate::call::ok_or_error(answer).map(drop)
 }
 
 impl Drop for LockGuard {
@@ -199,8 +232,9 @@ impl Drop for LockGuard {
             let client = self.client.clone();
             let name = std::mem::take(&mut self.name);
             let lease_id = self.lease_id.clone();
+            let kind = self.kind;
             runtime.spawn(async move {
-                let _ = client.release(&name, &lease_id).await;
+                let _ = let_go(kind, &client, &name, &lease_id).await;
             });
         }
     }

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::call::{backoff, encode};
+use crate::call::backoff;
 use crate::client::Client;
 use crate::events::Watch;
 use crate::guard::{CleanupRequest, LossReason};
+use crate::kind::Kind;
 use crate::types::{FencingToken, LeaseId, LockInfo, LockState};
 
 /// The longest one renewal call may take before it counts as lost and is sent again.
@@ -76,7 +77,9 @@ fn valid_until(sent: Instant, lock: &LockInfo, fallback: Duration) -> Instant {
 }
 
 /// Renews every `every` until stopped (the task is aborted) or the lease is lost.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn renew(
+    kind: Kind,
     client: Client,
     name: String,
     lease_id: LeaseId,
@@ -85,7 +88,7 @@ pub(crate) async fn renew(
     renew_now: bool,
     shared: std::sync::Arc<Shared>,
 ) {
-    let path = format!("/v1/locks/{}/renew", encode(&name));
+    let path = kind.path(&name, "renew");
     let body = serde_json::json!({ "lease_id": lease_id });
     let mut next = if renew_now {
         Instant::now()
@@ -113,13 +116,13 @@ pub(crate) async fn renew(
                 .await;
             let retry_after = match outcome {
                 Ok(answer) if answer.status == 200 => {
-                    match serde_json::from_value::<LockInfo>(answer.body["lock"].clone()) {
-                        Ok(lock) => {
+                    match kind.view(&answer.body) {
+                        Some(lock) => {
                             valid_until_at = valid_until(now, &lock, every);
                             shared.judge(&lock, None);
                         }
                         // Renewed, though we cannot read the lock: count from the send.
-                        Err(_) => valid_until_at = now + every,
+                        None => valid_until_at = now + every,
                     }
                     if shared.is_lost() {
                         return;
@@ -149,13 +152,13 @@ pub(crate) async fn renew(
 /// Follows the lock's event stream and judges each event. A service without event
 /// streams (404) or any other lasting refusal leaves the renewal answers as the only
 /// source, which is enough, only slower.
-pub(crate) async fn watch_events(mut watch: Watch, shared: std::sync::Arc<Shared>) {
+pub(crate) async fn watch_events(kind: Kind, mut watch: Watch, shared: std::sync::Arc<Shared>) {
     loop {
         let event = match watch.next().await {
             Ok(event) => event,
             Err(_) => return,
         };
-        let Some(lock) = &event.lock else {
+        let Some(lock) = &kind.view(&event.data) else {
             continue;
         };
         // An event from before our grant (a zxid below our token) says nothing about it;

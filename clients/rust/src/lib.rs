@@ -5,7 +5,8 @@
 //! failures with one `request_id`, so a retry never takes a second lease), renews the lease
 //! in the background, and tells the holder when the lease is lost or when a higher priority
 //! asks it to clean up, from the renewal answers and, when the service offers one, from the
-//! lock's event stream.
+//! lock's event stream. An election's leadership (`Client::election`) is kept the same way,
+//! and `Client::observe` follows who leads.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -41,19 +42,23 @@
 mod acquire;
 mod call;
 mod client;
+mod election;
 mod error;
 mod events;
 mod guard;
 mod keeper;
+mod kind;
 mod sse;
 mod tls;
 mod types;
 
 pub use acquire::LockRequest;
 pub use client::Client;
+pub use election::{CampaignRequest, Leadership};
 pub use error::Error;
 pub use events::{Event, Watch};
 pub use guard::{CleanupRequest, LockGuard, LossReason};
 pub use types::{
-    FencingToken, ForceReleased, LeaseId, LockInfo, LockPage, LockState, RequestId, Requestor,
+    ElectionInfo, FencingToken, ForceReleased, Leader, LeaseId, LockInfo, LockPage, LockState,
+    RequestId, Requestor,
 };

@@ -151,6 +151,72 @@ impl LockInfo {
     }
 }
 
+/// The live leader of an election.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Leader {
+    pub candidate: String,
+    #[serde(default)]
+    pub value: String,
+    /// The fencing token of the win: terms only grow.
+    #[serde(default)]
+    pub term: Option<FencingToken>,
+    #[serde(default)]
+    pub priority: u32,
+    #[serde(default)]
+    pub elected_at: Option<String>,
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    #[serde(default)]
+    pub remaining_ms: Option<u64>,
+}
+
+/// An election as the service shows it (`GET /v1/elections/{name}` and inside its answers):
+/// `leader` is `None` while nobody leads (a lease past its end leads nothing).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ElectionInfo {
+    pub name: String,
+    #[serde(default)]
+    pub leader: Option<Leader>,
+    /// The campaigns waiting.
+    #[serde(default)]
+    pub candidates: u64,
+}
+
+impl ElectionInfo {
+    /// The lock this election amounts to, for judging a leadership as a lease: held with
+    /// the leader's term while it leads, free otherwise.
+    pub(crate) fn as_lock(&self) -> LockInfo {
+        let mut lock = LockInfo {
+            name: self.name.clone(),
+            state: LockState::Free,
+            owner: None,
+            message: String::new(),
+            priority: 0,
+            lease_ms: None,
+            acquired_at: None,
+            expires_at: None,
+            remaining_ms: None,
+            cleanup_ms: 0,
+            waiting_ms: None,
+            forceful: false,
+            fencing_token: None,
+            requestor: None,
+            waiters: self.candidates,
+            takeover_at: None,
+        };
+        if let Some(leader) = &self.leader {
+            lock.state = LockState::Held;
+            lock.owner = Some(leader.candidate.clone());
+            lock.message = leader.value.clone();
+            lock.priority = leader.priority;
+            lock.fencing_token = leader.term;
+            lock.remaining_ms = leader.remaining_ms;
+            lock.expires_at = leader.expires_at.clone();
+        }
+        lock
+    }
+}
+
 /// One page of `GET /v1/locks`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockPage {
@@ -190,6 +256,21 @@ mod tests {
         let deadline = info.requestor.unwrap().cleanup_deadline().unwrap();
         let since_epoch = deadline.duration_since(SystemTime::UNIX_EPOCH).unwrap();
         assert_eq!(since_epoch.as_millis(), 1_704_067_206_500);
+    }
+
+    #[test]
+    fn an_election_reads_as_the_lock_it_amounts_to() {
+        let led: ElectionInfo = serde_json::from_str(
+            r#"{"name":"e","leader":{"candidate":"c","value":"v","term":9,"priority":1,
+                "elected_at":null,"expires_at":null,"remaining_ms":500},"candidates":2}"#,
+        )
+        .unwrap();
+        let lock = led.as_lock();
+        assert!(lock.held_with(FencingToken(9)));
+        assert_eq!((lock.remaining_ms, lock.waiters), (Some(500), 2));
+        let none: ElectionInfo =
+            serde_json::from_str(r#"{"name":"e","leader":null,"candidates":0}"#).unwrap();
+        assert!(!none.as_lock().held_with(FencingToken(9)));
     }
 
     #[test]
