@@ -158,7 +158,9 @@ pub struct Elected {
 
 /// What an election's stream says of one of its lock stream's events, given the leader
 /// (term and value) it said last; `None` when the event says nothing an observer needs
-/// (a renewal that kept the value, the queue, a cleanup request).
+/// (a renewal that kept the value, the queue, a cleanup request). A renewal that finds no
+/// leader told (after `no_leader`, see I17's window, or a stream that resumed) says
+/// `elected`: the observer learns who leads again.
 pub fn election_event(
     kind: EventType,
     after: &ElectionInfo,
@@ -171,8 +173,8 @@ pub fn election_event(
         (Acquired | HandedOff | Revoked, Some(_)) => Some("elected"),
         (Renewed, Some(now)) => match told {
             Some(was) if same_term(was, now) && was.value == now.value => None,
-            Some(was) if !same_term(was, now) => Some("elected"),
-            _ => Some("proclaimed"),
+            Some(was) if same_term(was, now) => Some("proclaimed"),
+            _ => Some("elected"),
         },
         (Released | Expired | ForceReleased, None) => Some("no_leader"),
         _ => None,
@@ -230,8 +232,8 @@ mod tests {
         );
         assert_eq!(
             election_event(Renewed, &led, None),
-            Some("proclaimed"),
-            "after a resume, the value is told again"
+            Some("elected"),
+            "after no_leader (or a resume), the leader is told again"
         );
         for kind in [Queue, CleanupRequested, CleanupCancelled] {
             assert_eq!(election_event(kind, &led, Some(&one)), None);

@@ -165,7 +165,8 @@ pub async fn list(
 
 /// `GET /v1/elections/{name}/events`: the lock stream of the election's record, told as an
 /// observer needs it. Each stream remembers the leader it told last, so a renewal that
-/// keeps the value says nothing and one that changes it is `proclaimed`.
+/// keeps the value says nothing, one that changes it is `proclaimed`, and one that finds
+/// no leader told is `elected`.
 pub async fn events(
     State(app): State<AppState>,
     Named { name, .. }: Named,

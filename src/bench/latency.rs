@@ -13,27 +13,34 @@ use super::Row;
 type Arrivals = Arc<Mutex<Vec<(String, Instant)>>>;
 
 impl Bench {
-    /// From a release to the next waiter's 200: one holder, one waiter that queued first.
-    pub async fn handoff(self: &Arc<Self>) -> Result<Row, String> {
+    /// From a release to the next waiter's 200: one holder, one waiter that queued first;
+    /// with `election`, from a resignation to the next candidate's 200.
+    pub async fn handoff(self: &Arc<Self>, election: bool) -> Result<Row, String> {
+        let (root, take, let_go, who, waiting_field) = if election {
+            ("elections", "campaign", "resign", "candidate", "candidates")
+        } else {
+            ("locks", "acquire", "release", "owner", "waiters")
+        };
+        let url = |action: &str| format!("{}/v1/{root}/{}-h/{action}", self.args.url, self.run);
         let rounds = self.args.cycles.max(10) / 2;
         let warm = self.args.warmup.min(50);
         let mut samples = Vec::with_capacity(rounds);
-        let waiting =
-            json!({"owner": "next", "lease_ms": 60_000, "waiting_ms": 30_000}).to_string();
+        let waiting = json!({who: "next", "lease_ms": 60_000, "waiting_ms": 30_000}).to_string();
         for round in 0..rounds + warm {
-            let held = json!({"owner": "first", "lease_ms": 60_000}).to_string();
-            let (status, first) = self.post(&self.lock_url("h", "acquire"), &held).await?;
+            let held = json!({who: "first", "lease_ms": 60_000}).to_string();
+            let (status, first) = self.post(&url(take), &held).await?;
             if status != 200 {
-                return Err(format!("holder acquire answered {status}: {first}"));
+                return Err(format!("holder's {take} answered {status}: {first}"));
             }
             let bench = self.clone();
             let body = waiting.clone();
+            let next_url = url(take);
             let next = tokio::spawn(async move {
-                let answer = bench.post(&bench.lock_url("h", "acquire"), &body).await;
+                let answer = bench.post(&next_url, &body).await;
                 (answer, Instant::now())
             });
-            // Release only once the waiter is in the queue.
-            let info_url = format!("{}/v1/locks/{}-h", self.args.url, self.run);
+            // Let go only once the waiter is in the queue.
+            let info_url = format!("{}/v1/{root}/{}-h", self.args.url, self.run);
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
                 let response = self
@@ -45,7 +52,7 @@ impl Bench {
                 let info: Value =
                     serde_json::from_slice(&response.bytes().await.map_err(|e| e.to_string())?)
                         .unwrap_or(Value::Null);
-                if info["waiters"] == 1 {
+                if info[waiting_field] == 1 {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -54,7 +61,7 @@ impl Bench {
             }
             let release = json!({"lease_id": first["lease_id"]}).to_string();
             let sent = Instant::now();
-            self.post(&self.lock_url("h", "release"), &release).await?;
+            self.post(&url(let_go), &release).await?;
             let (answer, got) = next.await.map_err(|e| e.to_string())?;
             let (status, granted) = answer?;
             if status != 200 {
@@ -64,11 +71,22 @@ impl Bench {
                 samples.push(got.saturating_duration_since(sent));
             }
             let release = json!({"lease_id": granted["lease_id"]}).to_string();
-            self.post(&self.lock_url("h", "release"), &release).await?;
+            self.post(&url(let_go), &release).await?;
         }
+        let (name, note) = if election {
+            (
+                "election handoff: resign → next candidate's 200",
+                "from sending the resignation to the waiting candidate receiving its win",
+            )
+        } else {
+            (
+                "handoff: release → next waiter's 200",
+                "from sending the release to the waiter receiving its grant",
+            )
+        };
         Ok(Row {
-            note: "from sending the release to the waiter receiving its grant".into(),
-            ..Row::of_samples("handoff: release → next waiter's 200", 2, &mut samples)
+            note: note.into(),
+            ..Row::of_samples(name, 2, &mut samples)
         })
     }
 

@@ -61,7 +61,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "floor,uncontended,parallel,contended,handoff,preempt,refusal"
+        default_value = "floor,uncontended,parallel,contended,handoff,election-handoff,preempt,refusal"
     )]
     pub scenarios: Vec<String>,
     /// Also write the results as JSON to this file.
@@ -136,6 +136,7 @@ impl BenchArgs {
                 "parallel",
                 "contended",
                 "handoff",
+                "election-handoff",
                 "preempt",
                 "refusal",
                 "memory",
@@ -304,7 +305,10 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
         }
     }
     if wants("handoff") {
-        rows.push(bench.handoff().await?);
+        rows.push(bench.handoff(false).await?);
+    }
+    if wants("election-handoff") {
+        rows.push(bench.handoff(true).await?);
     }
     if wants("preempt") {
         rows.push(bench.preempt().await?);

@@ -16,7 +16,14 @@ tells the holder when the lease is lost or when a higher priority asks it to cle
                 break                        # a higher priority waits: let go
     # released on exit, also on an exception
 
-``AsyncClient`` is the same for asyncio. Durations are seconds (floats). The package reads
+An election's leadership is kept the same way::
+
+    with client.campaign("scheduler", candidate="node-1", value="10.0.0.7:9000") as leader:
+        serve(until=leader.lost)             # a threading.Event, set once leadership is lost
+        leader.proclaim("10.0.0.8:9000")     # a new value, the same term
+    # resigned on exit
+
+``AsyncClient`` is the same for asyncio (locks; elections are in the blocking client). Durations are seconds (floats). The package reads
 no environment variables and installs no signal handlers.
 """
 
@@ -29,9 +36,9 @@ from ._errors import (
     Refused,
     Unavailable,
 )
-from ._protocol import LockOptions
+from ._protocol import CampaignOptions, LockOptions
 from ._sse import Event
-from ._sync import Client, Held, Locking
+from ._sync import Campaigning, Client, Held, Leadership, Locking
 from ._watch import AsyncWatch, Watch
 
 __version__ = "0.1.0"
@@ -41,10 +48,13 @@ __all__ = [
     "AsyncHeld",
     "AsyncLocking",
     "AsyncWatch",
+    "Campaigning",
+    "CampaignOptions",
     "Client",
     "Event",
     "Forbidden",
     "Held",
+    "Leadership",
     "Locking",
     "LockHeld",
     "LockLost",

@@ -32,6 +32,8 @@ class LockHeld(LockwardenError):
     """The lock was not acquired: another caller holds it, or the wait ran out.
 
     ``code`` is ``lock_held`` or ``wait_timeout``; ``lock`` is the lock, with its holder.
+    A campaign that was not elected raises it too, with ``leader_exists`` or
+    ``wait_timeout``.
     """
 
 
@@ -57,7 +59,7 @@ class Refused(LockwardenError):
 
 
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
-NOT_ACQUIRED_CODES = frozenset({"lock_held", "wait_timeout"})
+NOT_ACQUIRED_CODES = frozenset({"lock_held", "wait_timeout", "leader_exists"})
 
 
 def error_for(status: int, body: Any) -> LockwardenError:

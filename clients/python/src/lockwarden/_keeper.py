@@ -18,7 +18,16 @@ import httpx
 
 from . import _fork
 from ._errors import LockLost, error_for
-from ._protocol import SETTLE_BUDGET, SETTLE_TRY, AcquireRequest, Answer, Grant, backoff, lock_path
+from ._protocol import (
+    SETTLE_BUDGET,
+    SETTLE_TRY,
+    AcquireRequest,
+    Answer,
+    Grant,
+    backoff,
+    path_of,
+    view_of,
+)
 from ._transport import SyncTransport
 from ._watch import Watch
 
@@ -53,7 +62,7 @@ class Keeper:
         self._on_lost, self._on_cleanup = on_lost, on_cleanup
         self._guard = threading.Lock()
         self._stop = threading.Event()
-        self._watch = Watch(transport, lock_path(grant.name, "events"))
+        self._watch = Watch(transport, path_of(grant.kind, grant.name, "events"))
 
     def start(self) -> None:
         self.judge(self.grant.lock, None)
@@ -116,7 +125,7 @@ class Keeper:
     def _renew_once(self) -> float | None:
         """Renews, trying again while the lease lasts; when it was renewed, when the
         successful try was sent; else None (lost, or stopped)."""
-        path = lock_path(self.grant.name, "renew")
+        path = path_of(self.grant.kind, self.grant.name, "renew")
         body = {"lease_id": self.grant.lease_id}
         attempt = 0
         while not self.expired():
@@ -151,8 +160,8 @@ class Keeper:
         return None
 
     def _renewed(self, answer: Answer, sent_at: float) -> None:
-        lock = answer.body.get("lock") if isinstance(answer.body, dict) else None
-        if not isinstance(lock, dict):
+        lock = view_of(self.grant.kind, answer.body)
+        if lock is None:
             self.valid_until = sent_at + self.every
             return
         remaining = lock.get("remaining_ms")
@@ -164,7 +173,7 @@ class Keeper:
     def _follow(self) -> None:
         try:
             for event in self._watch:
-                lock, zxid = event.lock, event.zxid
+                lock, zxid = view_of(self.grant.kind, event.data), event.zxid
                 # An event from before the grant (or a snapshot that old, from an instance
                 # whose copy lags) says nothing about it.
                 if lock is None or (zxid is not None and zxid < self.grant.fencing_token):
@@ -198,6 +207,7 @@ class Hold:
         self._transport = transport
         self._pid = os.getpid()
         self._released = False
+        self.kind = grant.kind
         self._keeper = Keeper(transport, grant, self._on_lost, self._on_cleanup)
         _fork.register(self)
 
@@ -239,12 +249,13 @@ class Hold:
         return True
 
     def _release_body(self) -> tuple[str, dict[str, str]]:
-        return lock_path(self.name, "release"), {"lease_id": self.lease_id}
+        return path_of(self.kind, self.name, "release"), {"lease_id": self.lease_id}
 
     def _end_release(self, answer: Answer) -> None:
         """Raises ``LockLost`` when the lease had been lost before it was released."""
         lost = self._keeper.lost_reason
-        if answer.status == 409 and error_for(answer.status, answer.body).code == "not_owner":
+        code = error_for(answer.status, answer.body).code if answer.status == 409 else None
+        if code in ("not_owner", "not_leader"):
             lost = lost or "the lock was no longer held with this lease when it was released"
         elif answer.status != 200:
             raise error_for(answer.status, answer.body)
@@ -292,7 +303,7 @@ def settle(transport: SyncTransport, request: AcquireRequest) -> None:
             pass
         if answer is not None and answer.status == 200:
             lease_id = answer.body["lease_id"]
-            path, body = lock_path(request.name, "release"), {"lease_id": lease_id}
+            path, body = path_of(request.kind, request.name, "release"), {"lease_id": lease_id}
             transport.call("POST", path, body, deadline=deadline).ok()
             log.info("released %r, granted to an interrupted acquire", request.name)
             return

@@ -42,9 +42,40 @@ def encode(name: str) -> str:
 
 
 def lock_path(name: str, action: str = "") -> str:
+    return path_of("lock", name, action)
+
+
+def path_of(kind: str, name: str, action: str = "") -> str:
+    """The path of ``action`` on the lock (``kind`` "lock") or election ("election")
+    ``name``; the action that lets go is ``release`` for either."""
     if not isinstance(name, str) or not name:
-        raise ValueError("a lock name must be a non-empty string")
-    return f"/v1/locks/{encode(name)}" + (f"/{action}" if action else "")
+        raise ValueError(f"a{'n' if kind == 'election' else ''} {kind} name must be a non-empty string")
+    if kind == "election" and action == "release":
+        action = "resign"
+    return f"/v1/{kind}s/{encode(name)}" + (f"/{action}" if action else "")
+
+
+def view_of(kind: str, body: Any) -> dict[str, Any] | None:
+    """The holder as an answer (or an event's data) shows it, as a lock: an election's
+    leader is a lock held with its term; no leader, a free lock."""
+    if not isinstance(body, dict):
+        return None
+    if kind == "lock":
+        lock = body.get("lock")
+        return lock if isinstance(lock, dict) else None
+    election = body.get("election")
+    if not isinstance(election, dict):
+        return None
+    leader = election.get("leader")
+    if not isinstance(leader, dict):
+        return {"name": election.get("name"), "state": "free"}
+    return {
+        "name": election.get("name"),
+        "state": "held",
+        "owner": leader.get("candidate"),
+        "fencing_token": leader.get("term"),
+        "remaining_ms": leader.get("remaining_ms"),
+    }
 
 
 def millis(seconds: float, what: str, *, positive: bool = False) -> int:
@@ -163,6 +194,18 @@ class Retries:
         return pause
 
 
+class CampaignOptions(TypedDict, total=False):
+    """The keywords of ``elect()`` and ``campaign()`` besides ``candidate`` and ``value``:
+    ``lease``, ``wait``, ``priority``, ``cleanup`` and ``forceful``, as for a lock (see
+    ``LockOptions``)."""
+
+    lease: float
+    wait: float | None
+    priority: int
+    cleanup: float | None
+    forceful: bool
+
+
 class LockOptions(TypedDict, total=False):
     """The keywords of ``acquire()`` and ``lock()``, each optional:
 
@@ -198,6 +241,25 @@ class AcquireRequest:
     wait: float | None
     path: str = ""
     body: dict[str, Any] = field(default_factory=dict)
+    #: "lock", or "election" for a campaign.
+    kind: str = "lock"
+
+    @classmethod
+    def campaign(
+        cls, name: str, candidate: str | None, value: str, **options: Unpack[CampaignOptions]
+    ) -> AcquireRequest:
+        """A campaign: a lock acquire's body, with the candidate and value for the owner
+        and message."""
+        unknown = set(options) - set(CampaignOptions.__annotations__)
+        if unknown:
+            raise TypeError(f"unknown keyword(s): {', '.join(sorted(unknown))}")
+        if not isinstance(value, str):
+            raise TypeError(f"value must be a string, not {value!r}")
+        request = cls.build(name, owner=candidate, message=value, **options)
+        body = dict(request.body)
+        body["candidate"], body["value"] = body.pop("owner"), body.pop("message")
+        path = path_of("election", name, "campaign")
+        return cls(name, request.lease, request.wait, path, body, "election")
 
     @classmethod
     def build(cls, name: str, **options: Unpack[LockOptions]) -> AcquireRequest:
@@ -249,12 +311,14 @@ class Grant:
     sent_at: float
     #: When the lease runs out at the earliest, by the same clock.
     valid_until: float
+    #: The holder as the grant shows it (an election's, as a lock: see ``view_of``).
     lock: dict[str, Any]
+    kind: str = "lock"
 
     @classmethod
     def of(cls, request: AcquireRequest, answer: Answer) -> Grant:
         body = answer.ok()
-        lock = body.get("lock") or {}
+        lock = view_of(request.kind, body) or {}
         # The grant was decided no earlier than its try was sent, so the lease runs at
         # least `remaining_ms` from then: a bound this process's clock can keep.
         remaining = lock.get("remaining_ms")
@@ -262,9 +326,10 @@ class Grant:
         return cls(
             name=request.name,
             lease_id=str(body["lease_id"]),
-            fencing_token=int(body["fencing_token"]),
+            fencing_token=int(body["fencing_token" if request.kind == "lock" else "term"]),
             lease=request.lease,
             sent_at=answer.sent_at,
             valid_until=answer.sent_at + left,
             lock=lock,
+            kind=request.kind,
         )

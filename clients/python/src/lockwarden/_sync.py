@@ -1,5 +1,5 @@
-"""The blocking client: ``Client``, the ``Held`` lock it hands out, and ``client.lock()``'s
-context manager."""
+"""The blocking client: ``Client``, the ``Held`` lock and the ``Leadership`` it hands out,
+and the context managers of ``client.lock()`` and ``client.campaign()``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from typing import Any, Unpack
 
 from ._errors import LockwardenError
 from ._keeper import Hold, finish_in_background, release_all, settle
-from ._protocol import SETTLE_BUDGET, AcquireRequest, Grant, LockOptions, lock_path
+from ._protocol import (
+    SETTLE_BUDGET,
+    AcquireRequest,
+    CampaignOptions,
+    Grant,
+    LockOptions,
+    lock_path,
+    path_of,
+    view_of,
+)
 from ._transport import Config, SyncTransport
 from ._watch import Watch
 
@@ -69,6 +78,60 @@ class Held(Hold):
             )
             raise
         self._end_release(answer)
+
+
+class Leadership(Held):
+    """This process leads an election: a ``Held`` whose ``fencing_token`` is the ``term``.
+    ``lost`` is set when the leadership is lost (its lease ran out, a renewal was refused,
+    another leader was seen); ``proclaim(value)`` tells observers a new value, and
+    ``resign()`` (``release()``) steps down, electing the next candidate at once."""
+
+    @property
+    def term(self) -> int:
+        return self.fencing_token
+
+    def proclaim(self, value: str) -> dict[str, Any]:
+        """Sets the leader's value, keeping the term; the Election after it. Raises
+        ``Refused`` (``not_leader``) once the leadership is lost."""
+        path = path_of("election", self.name, "proclaim")
+        body = self._transport.call("POST", path, {"lease_id": self.lease_id, "value": value})
+        answer: dict[str, Any] = body.ok()
+        view = view_of("election", answer)
+        if view is not None:
+            self._keeper.judge(view, None)
+        return dict(answer["election"])
+
+    def resign(self) -> None:
+        """As ``release()``."""
+        self.release()
+
+
+class Campaigning:
+    """``with client.campaign(...) as leader:`` is elected on entry and resigns on exit,
+    as ``Locking`` does for a lock."""
+
+    def __init__(
+        self, client: Client, name: str, candidate: str | None, value: str, options: CampaignOptions
+    ) -> None:
+        self._client, self._args = client, (name, candidate, value, options)
+        self._leader: Leadership | None = None
+
+    def __enter__(self) -> Leadership:
+        name, candidate, value, options = self._args
+        self._leader = self._client.elect(name, candidate=candidate, value=value, **options)
+        return self._leader
+
+    def __exit__(self, *exc_info: object) -> None:
+        leader, self._leader = self._leader, None
+        if leader is None:
+            return
+        if exc_info[0] is None:
+            leader.resign()
+            return
+        try:
+            leader.resign()
+        except LockwardenError:
+            pass
 
 
 class Locking:
@@ -158,14 +221,43 @@ class Client:
         ``cleanup_timeout``, ``superseded``, ``lease_ended``, ``name_conflict``, ...),
         ``Forbidden`` or ``Unavailable``.
         """
-        request = AcquireRequest.build(name, **options)
+        return self._take(AcquireRequest.build(name, **options), Held)
+
+    def campaign(
+        self,
+        name: str,
+        candidate: str | None = None,
+        value: str = "",
+        **options: Unpack[CampaignOptions],
+    ) -> Campaigning:
+        """A context manager that leads the election ``name`` (see ``elect``) while its
+        block runs, and resigns on exit, also on an exception."""
+        return Campaigning(self, name, candidate, value, options)
+
+    def elect(
+        self,
+        name: str,
+        candidate: str | None = None,
+        value: str = "",
+        **options: Unpack[CampaignOptions],
+    ) -> Leadership:
+        """Campaigns in the election ``name`` as ``candidate`` (default ``user@host:pid``)
+        with ``value`` (at most 4096 bytes), waiting as ``acquire`` waits; the keywords are
+        ``acquire``'s but ``message`` and ``owner``. The leadership renews itself every
+        third of ``lease`` (strictly: the service never renews a leader whose lease ran
+        out) until ``resign()``. Raises ``LockHeld`` (``leader_exists``, ``wait_timeout``)
+        when another leads, and otherwise as ``acquire``."""
+        request = AcquireRequest.campaign(name, candidate, value, **options)
+        return self._take(request, Leadership)
+
+    def _take(self, request: AcquireRequest, kind: type[Held]) -> Any:
         deadline = time.monotonic() + (request.wait or 0.0) + self._transport.config.retry_for
         held: Held | None = None
         try:
             answer = self._transport.call(
                 "POST", request.path, request.body, seconds=request.timeout, deadline=deadline
             )
-            held = Held(self, Grant.of(request, answer))
+            held = kind(self, Grant.of(request, answer))
             held._start()
             return held
         except LockwardenError:
@@ -174,7 +266,7 @@ class Client:
             if held is not None:
                 held._begin_release()
             finish_in_background(
-                lambda: settle(self._transport, request), f"settle the acquire of {name!r}"
+                lambda: settle(self._transport, request), f"settle the acquire of {request.name!r}"
             )
             raise
 
@@ -192,3 +284,14 @@ class Client:
     def watch(self, name: str) -> Watch:
         """The events of the lock ``name``, as they happen (see ``Watch``)."""
         return Watch(self._transport, lock_path(name, "events"))
+
+    def leader(self, name: str) -> dict[str, Any]:
+        """The election ``name``: ``{"name", "leader": None or {"candidate", "value",
+        "term", ...}, "candidates"}``."""
+        body: dict[str, Any] = self._transport.call("GET", path_of("election", name)).ok()
+        return body
+
+    def observe(self, name: str) -> Watch:
+        """The election's events: ``snapshot``, ``elected``, ``proclaimed``, ``no_leader``;
+        each event's ``data["election"]`` is the election after it."""
+        return Watch(self._transport, path_of("election", name, "events"))
