@@ -21,6 +21,16 @@ impl LockService {
         renewal: &Renewal,
     ) -> Result<LockSnapshot, ServiceError> {
         let began = Instant::now();
+        let lazy;
+        let renewal = if self.planted.lazy_leader {
+            lazy = Renewal {
+                strict: false,
+                ..renewal.clone()
+            };
+            &lazy
+        } else {
+            renewal
+        };
         let mut basis = Basis::Cached;
         for _ in 0..MAX_ROUNDS {
             // Each round (a read and a conditional write) has a store timeout of its own,

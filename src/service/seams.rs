@@ -29,6 +29,8 @@ pub struct Planted {
     /// The reconciler drops every job: no grant nobody learnt of is undone, no stray queue
     /// entry swept, no waiter told of a late hand-off.
     pub skip_repair: bool,
+    /// A strict renewal (an election's, I17) is judged as a lock's: lazily.
+    pub lazy_leader: bool,
 }
 
 /// Where the service reads the wall clock it judges leases by: the system's, or a

@@ -29,9 +29,11 @@ pub async fn client(ctx: Arc<Ctx>, client: usize, rng: fastrand::Rng, ops: usize
         match (&held, roll) {
             (Some(h), 0..=44) => {
                 let lease_ms = me.rng.bool().then(|| me.rng.u64(200..1500));
+                // The first lock is an election's: its renewals are strict (I17).
                 let call = Call::Renew {
                     lease_id: h.lease.clone(),
                     lease_ms,
+                    strict: h.lock == 0,
                 };
                 let patience = patience(&mut me, None);
                 let op = me.call(instance, h.lock, call, patience).await;

@@ -317,12 +317,18 @@ async fn perform(
             let new_lease = new_lease(request_id.as_deref(), fresh);
             acquired(service.acquire(name.clone(), request, new_lease).await)
         }
-        Call::Renew { lease_id, lease_ms } => {
+        Call::Renew {
+            lease_id,
+            lease_ms,
+            strict,
+        } => {
             let lease = LeaseId::parse(lease_id).unwrap();
-            match service
-                .renew(name, &lease, &lockwarden::engine::Renewal::lease(*lease_ms))
-                .await
-            {
+            let renewal = lockwarden::engine::Renewal {
+                lease_ms: *lease_ms,
+                message: None,
+                strict: *strict,
+            };
+            match service.renew(name, &lease, &renewal).await {
                 Ok(lock) => Outcome {
                     status: Some(200),
                     fencing_token: lock

@@ -140,14 +140,26 @@ fn planted_bugs_are_caught() {
                 ..Planted::default()
             },
         ),
+        (
+            "lazy_leader",
+            Planted {
+                lazy_leader: true,
+                ..Planted::default()
+            },
+        ),
     ];
     for (bug, planted) in bugs {
         let setup = Setup {
             planted,
             ..Setup::new(harsh())
         };
-        let caught = (0..SEEDS).find(|&seed| !run(seed, &setup).report.is_clean());
-        println!("{bug}: caught at seed {caught:?}");
+        let caught = (0..SEEDS).find_map(|seed| {
+            let report = run(seed, &setup).report;
+            let mut checks: Vec<&str> = report.violations.iter().map(|v| v.check.name()).collect();
+            checks.dedup();
+            (!report.is_clean()).then_some((seed, checks))
+        });
+        println!("{bug}: caught at (seed, checks) {caught:?}");
         assert!(
             caught.is_some(),
             "planted bug {bug} went unnoticed in {SEEDS} seeds"

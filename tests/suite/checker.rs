@@ -109,6 +109,7 @@ fn an_unknown_renew_may_have_shortened_the_lease() {
     let shorter = |lease_ms| Call::Renew {
         lease_id: "lease-a".to_owned(),
         lease_ms: Some(lease_ms),
+        strict: false,
     };
     let history = |lease_ms| {
         vec![
@@ -129,6 +130,7 @@ fn an_unknown_renew_may_have_shortened_the_lease() {
         let call = Call::Renew {
             lease_id: "lease-a".to_owned(),
             lease_ms,
+            strict: false,
         };
         Op::new(1, 0, L, call)
             .at(T + at, T + done)
@@ -463,4 +465,52 @@ async fn the_workload_in_memory_leaves_a_clean_history() {
 async fn the_workload_on_zookeeper_leaves_a_clean_history() {
     let service = common::Service::zk().await;
     workload_against(service.base.clone(), 12).await;
+}
+
+/// A strict renewal (an election's) acknowledged after its lease's end is a leader back
+/// after `no_leader`; before the end, or after a renewal that may have landed, it is not.
+/// Its refusal after the end, before anyone may take over, is no lost lease.
+#[test]
+fn a_strict_renewal_after_the_lease_ended_is_a_lapsed_leader() {
+    let strict = || Call::Renew {
+        lease_id: "lease-a".to_owned(),
+        lease_ms: None,
+        strict: true,
+    };
+    // lease-a lives until T+1009.
+    let late = |at: i64| {
+        vec![
+            grant(1, 0, "lease-a", 10, 0, 10),
+            Op::new(1, 0, L, strict())
+                .at(T + at, T + at + 5)
+                .renewed(T + at + 1000),
+        ]
+    };
+    assert!(run(late(900)).is_clean());
+    only(&run(late(1100)), Check::LapsedLeader, 1);
+    let mut excused = late(1100);
+    excused.insert(
+        1,
+        Op::new(1, 0, L, Call::renew("lease-a"))
+            .at(T + 500, T + 3500)
+            .unknown(),
+    );
+    assert!(
+        run(excused).is_clean(),
+        "an unknown renewal may have landed"
+    );
+    let config = CheckConfig {
+        max_skew_ms: 1000,
+        ..CheckConfig::default()
+    };
+    let refused = vec![
+        grant(1, 0, "lease-a", 10, 0, 10),
+        Op::new(1, 0, L, strict())
+            .at(T + 1100, T + 1105)
+            .refused(409, "not_leader"),
+    ];
+    assert!(run_with(refused.clone(), &config).is_clean());
+    let mut lazy = refused;
+    lazy[1].call = Call::renew("lease-a");
+    only(&run_with(lazy, &config), Check::LostLease, 1);
 }

@@ -45,12 +45,19 @@ impl Endpoint {
                 }
                 self.http.post(format!("{path}/acquire")).json(&body)
             }
-            Call::Renew { lease_id, lease_ms } => {
+            Call::Renew {
+                lease_id,
+                lease_ms,
+                strict: false,
+            } => {
                 let mut body = json!({"lease_id": lease_id});
                 if let Some(ms) = lease_ms {
                     body["lease_ms"] = json!(ms);
                 }
                 self.http.post(format!("{path}/renew")).json(&body)
+            }
+            Call::Renew { strict: true, .. } => {
+                panic!("a strict renewal is an election's, which the simulation drives alone")
             }
             Call::Release { lease_id } => self
                 .http

@@ -54,6 +54,9 @@ pub enum Call {
     Renew {
         lease_id: String,
         lease_ms: Option<u64>,
+        /// An election's renewal (I17): refused once the lease has ended, even while
+        /// nobody has taken it over. The simulation only: the HTTP endpoint renews locks.
+        strict: bool,
     },
     Release {
         lease_id: String,
@@ -84,6 +87,7 @@ impl Call {
         Call::Renew {
             lease_id: lease_id.to_owned(),
             lease_ms: None,
+            strict: false,
         }
     }
 
@@ -295,10 +299,17 @@ impl Op {
                 }
                 write!(f, ")")?;
             }
-            Call::Renew { lease_id, lease_ms } => {
+            Call::Renew {
+                lease_id,
+                lease_ms,
+                strict,
+            } => {
                 write!(f, "renew({}", short(lease_id))?;
                 if let Some(ms) = lease_ms {
                     write!(f, " lease {ms}")?;
+                }
+                if *strict {
+                    write!(f, " strict")?;
                 }
                 write!(f, ")")?;
             }

@@ -280,6 +280,7 @@ impl Client {
             let renew = Call::Renew {
                 lease_id: lease_id.clone(),
                 lease_ms: new_length,
+                strict: false,
             };
             let op = self.call(&lock, renew).await;
             match op.outcome.status {

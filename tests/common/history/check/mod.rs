@@ -174,6 +174,7 @@ pub fn check(history: &History, config: &CheckConfig) -> Report {
     checker.lost_leases();
     checker.unanswered();
     checker.garbage();
+    checker.lapsed_leaders();
     let mut outcomes = BTreeMap::new();
     for op in &history.ops {
         let key = format!("{} {}", op.call.kind(), op.outcome.label());

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::super::{short, Call};
+use super::super::{short, Call, Op};
 use super::{Check, Checker, Lease, Update};
 
 impl<'h> Checker<'h> {
@@ -178,14 +178,15 @@ impl<'h> Checker<'h> {
             .max()
             .unwrap_or(0);
         let mut found = Vec::new();
-        let by_id: HashMap<(&str, &str), &Lease> = self
-            .leases
-            .values()
-            .flatten()
-            .map(|l| ((l.grant.lock.as_str(), l.lease_id), l))
-            .collect();
+        let by_id = self.leases_by_id();
         for op in &self.history.ops {
-            let (Call::Renew { lease_id, .. }, Some(409)) = (&op.call, op.outcome.status) else {
+            let (
+                Call::Renew {
+                    lease_id, strict, ..
+                },
+                Some(409),
+            ) = (&op.call, op.outcome.status)
+            else {
                 continue;
             };
             let Some(lease) = by_id.get(&(op.lock.as_str(), lease_id.as_str())) else {
@@ -200,6 +201,12 @@ impl<'h> Checker<'h> {
             let waited = self.config.max_skew_ms + known.clock - furthest_ahead;
             let first_takeover = known.expiry + waited.max(0);
             if op.complete_ms >= first_takeover - margin {
+                continue;
+            }
+            // A strict renewal (I17) is refused from the lease's end on the answering
+            // instance's clock, takeover or not.
+            let answering = self.config.offset(op.instance);
+            if *strict && op.complete_ms >= known.expiry + known.clock - answering - margin {
                 continue;
             }
             if self.excuse(lease, op.complete_ms, None).is_some() {
@@ -224,6 +231,76 @@ impl<'h> Checker<'h> {
         }
         for (ops, message) in found {
             self.violation(Check::LostLease, &ops, message);
+        }
+    }
+
+    /// Every lease, by its lock and lease id.
+    fn leases_by_id(&self) -> HashMap<(&'h str, &'h str), &Lease<'h>> {
+        self.leases
+            .values()
+            .flatten()
+            .map(|l| ((l.grant.lock.as_str(), l.lease_id), l))
+            .collect()
+    }
+
+    /// Check 8: no strict renewal is acknowledged once every expiry its lease could have
+    /// had is past, on the answering instance's clock, when it was invoked. A renewal or
+    /// re-acquire of the lease whose outcome is unknown, invoked before it completed, may
+    /// have extended the lease: it excuses it.
+    pub(super) fn lapsed_leaders(&mut self) {
+        let tolerance = self.config.tolerance_ms;
+        let by_id = self.leases_by_id();
+        let mut found = Vec::new();
+        for op in &self.history.ops {
+            let Call::Renew {
+                lease_id,
+                strict: true,
+                ..
+            } = &op.call
+            else {
+                continue;
+            };
+            if !op.outcome.is_ok() {
+                continue;
+            }
+            let Some(lease) = by_id.get(&(op.lock.as_str(), lease_id.as_str())) else {
+                continue;
+            };
+            let before = |other: &Op| other.id != op.id && other.invoke_ms <= op.complete_ms;
+            let unsure = self.history.ops.iter().any(|other| {
+                before(other)
+                    && other.call.lease_id() == Some(lease_id.as_str())
+                    && !matches!(other.call, Call::Release { .. })
+                    && (other.outcome.is_unknown() || matches!(other.call, Call::Acquire { .. }))
+            });
+            if unsure {
+                continue;
+            }
+            let Some(latest) = lease
+                .updates
+                .iter()
+                .filter(|u| before(u.op))
+                .max_by_key(|u| u.expiry + u.clock)
+            else {
+                continue;
+            };
+            let decided_from = op.invoke_ms + self.config.offset(op.instance);
+            if latest.expiry + latest.clock + tolerance >= decided_from {
+                continue;
+            }
+            found.push((
+                vec![lease.grant, latest.op, op],
+                format!(
+                    "{} was acknowledged, invoked {} ms after its lease's last possible end                      (t+{}, set by #{}) on the answering instance's clock",
+                    self.op(op),
+                    decided_from - (latest.expiry + latest.clock),
+                    self.t(latest.expiry),
+                    latest.op.id
+                ),
+            ));
+        }
+        for (ops, message) in found {
+            self.violation(Check::LapsedLeader, &ops, message);
         }
     }
 

@@ -28,10 +28,14 @@ pub enum Check {
     /// 7. Something left in the store after every call ended and the collector's delays
     ///    passed: a free record, or a queue entry ([`History::leftovers`](super::super::History)).
     Garbage,
+    /// 8. A strict renewal (an election's, I17) acknowledged although every expiry its
+    ///    lease could have had was past on the answering instance's clock when it was
+    ///    invoked: a leader renewed after `no_leader`.
+    LapsedLeader,
 }
 
 impl Check {
-    pub const ALL: [Check; 7] = [
+    pub const ALL: [Check; 8] = [
         Check::Overlap,
         Check::TokenOrder,
         Check::StaleValidate,
@@ -39,6 +43,7 @@ impl Check {
         Check::RegrantedLease,
         Check::Unanswered,
         Check::Garbage,
+        Check::LapsedLeader,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +55,7 @@ impl Check {
             Check::RegrantedLease => "regranted_lease",
             Check::Unanswered => "unanswered",
             Check::Garbage => "garbage",
+            Check::LapsedLeader => "lapsed_leader",
         }
     }
 }
