@@ -510,6 +510,25 @@ fn a_strict_renewal_after_the_lease_ended_is_a_lapsed_leader() {
             .refused(409, "not_leader"),
     ];
     assert!(run_with(refused.clone(), &config).is_clean());
+    // Refused before the end, by a call that lasted a whole lease: a round of its own may
+    // have landed (its answer lost) and moved the end, decided on a clock of its own.
+    let long = |done: i64| {
+        let call = Call::Renew {
+            lease_id: "lease-a".to_owned(),
+            lease_ms: Some(300),
+            strict: true,
+        };
+        vec![
+            acquire(1, 0, 2000)
+                .at(T, T + 10)
+                .granted("lease-a", 10, T + 5, T + 2005),
+            Op::new(1, 0, L, call)
+                .at(T + 20, T + done)
+                .refused(409, "not_leader"),
+        ]
+    };
+    assert!(run_with(long(400), &config).is_clean());
+    only(&run_with(long(25), &config), Check::LostLease, 1);
     let mut lazy = refused;
     lazy[1].call = Call::renew("lease-a");
     only(&run_with(lazy, &config), Check::LostLease, 1);

@@ -236,6 +236,10 @@ async fn the_stream_tells_elected_proclaimed_and_no_leader(svc: Service) {
     let ends = millis_of(brief["election"]["leader"]["expires_at"].as_str().unwrap());
     let ran_out = stream.next_event(WAIT).await;
     let told = now_millis();
+    println!(
+        "no_leader {} ms after the lease's end",
+        told as i128 - ends as i128
+    );
     assert_eq!(ran_out.event, "no_leader", "{:?}", ran_out.data);
     assert!(
         told >= ends && told <= ends + 1000,

@@ -1,9 +1,10 @@
-"""Elections with the blocking client: a leadership is kept past its lease, proclaims,
-resigns on leaving its block, is refused to a second candidate, and is lost to a preferred
-one; the election's stream tells each change."""
+"""Elections: a leadership is kept past its lease, proclaims, resigns on leaving its block,
+is refused to a second candidate, and is lost to a preferred one; the election's stream
+tells each change; the asyncio client does the same."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,3 +48,18 @@ def test_a_preferred_candidate_takes_over(client: lockwarden.Client, name: str) 
         old.check()
     preferred.resign()
     assert client.leader(name)["leader"] is None
+
+
+def test_the_async_client_campaigns_proclaims_and_resigns(url: str, token: str, name: str) -> None:
+    async def main() -> None:
+        async with lockwarden.AsyncClient(url, token=token) as client:
+            async with client.campaign(name, candidate="a", value="v1", lease=1.5) as leader:
+                assert isinstance(leader, lockwarden.AsyncLeadership)
+                await asyncio.sleep(1.8)  # past the lease: only renewals keep it
+                leader.check()
+                said = await leader.proclaim("v2")
+                assert said["leader"]["term"] == leader.term
+                assert (await client.leader(name))["leader"]["value"] == "v2"
+            assert (await client.leader(name))["leader"] is None
+
+    asyncio.run(main())

@@ -23,11 +23,11 @@ An election's leadership is kept the same way::
         leader.proclaim("10.0.0.8:9000")     # a new value, the same term
     # resigned on exit
 
-``AsyncClient`` is the same for asyncio (locks; elections are in the blocking client). Durations are seconds (floats). The package reads
+``AsyncClient`` is the same for asyncio. Durations are seconds (floats). The package reads
 no environment variables and installs no signal handlers.
 """
 
-from ._async import AsyncClient, AsyncHeld, AsyncLocking
+from ._async import AsyncCampaigning, AsyncClient, AsyncHeld, AsyncLeadership, AsyncLocking
 from ._errors import (
     Forbidden,
     LockHeld,
@@ -44,8 +44,10 @@ from ._watch import AsyncWatch, Watch
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncCampaigning",
     "AsyncClient",
     "AsyncHeld",
+    "AsyncLeadership",
     "AsyncLocking",
     "AsyncWatch",
     "Campaigning",

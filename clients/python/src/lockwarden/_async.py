@@ -14,7 +14,16 @@ from typing import Any, TypeVar, Unpack
 
 from ._errors import LockwardenError
 from ._keeper import Hold, settle
-from ._protocol import AcquireRequest, Answer, Grant, LockOptions, lock_path
+from ._protocol import (
+    AcquireRequest,
+    Answer,
+    CampaignOptions,
+    Grant,
+    LockOptions,
+    lock_path,
+    path_of,
+    view_of,
+)
 from ._transport import AsyncTransport, Config, SyncTransport
 from ._watch import AsyncWatch
 
@@ -68,6 +77,61 @@ class AsyncHeld(Hold):
         path, body = self._release_body()
         call = self._client._in_background(self._client._transport.call("POST", path, body))
         self._end_release(await asyncio.shield(call))
+
+
+class AsyncLeadership(AsyncHeld):
+    """A leadership, as ``Leadership``, for asyncio: ``proclaim()`` and ``resign()`` are
+    coroutines."""
+
+    @property
+    def term(self) -> int:
+        return self.fencing_token
+
+    async def proclaim(self, value: str) -> dict[str, Any]:
+        """As ``Leadership.proclaim``."""
+        path = path_of("election", self.name, "proclaim")
+        body = {"lease_id": self.lease_id, "value": value}
+        answer: dict[str, Any] = (await self._client._transport.call("POST", path, body)).ok()
+        view = view_of("election", answer)
+        if view is not None:
+            self._keeper.judge(view, None)
+        return dict(answer["election"])
+
+    async def resign(self) -> None:
+        """As ``release()``."""
+        await self.release()
+
+
+class AsyncCampaigning:
+    """``async with client.campaign(...) as leader:``, as ``Campaigning``."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        name: str,
+        candidate: str | None,
+        value: str,
+        options: CampaignOptions,
+    ) -> None:
+        self._client, self._args = client, (name, candidate, value, options)
+        self._leader: AsyncLeadership | None = None
+
+    async def __aenter__(self) -> AsyncLeadership:
+        name, candidate, value, options = self._args
+        self._leader = await self._client.elect(name, candidate=candidate, value=value, **options)
+        return self._leader
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        leader, self._leader = self._leader, None
+        if leader is None:
+            return
+        if exc_info[0] is None:
+            await leader.resign()
+            return
+        try:
+            await leader.resign()
+        except LockwardenError:
+            pass
 
 
 class AsyncLocking:
@@ -149,7 +213,32 @@ class AsyncClient:
 
     async def acquire(self, name: str, **options: Unpack[LockOptions]) -> AsyncHeld:
         """As ``Client.acquire``."""
-        request = AcquireRequest.build(name, **options)
+        return await self._take(AcquireRequest.build(name, **options), AsyncHeld)
+
+    def campaign(
+        self,
+        name: str,
+        candidate: str | None = None,
+        value: str = "",
+        **options: Unpack[CampaignOptions],
+    ) -> AsyncCampaigning:
+        """As ``Client.campaign``: ``async with client.campaign(name, ...) as leader:``."""
+        return AsyncCampaigning(self, name, candidate, value, options)
+
+    async def elect(
+        self,
+        name: str,
+        candidate: str | None = None,
+        value: str = "",
+        **options: Unpack[CampaignOptions],
+    ) -> AsyncLeadership:
+        """As ``Client.elect``."""
+        request = AcquireRequest.campaign(name, candidate, value, **options)
+        leader = await self._take(request, AsyncLeadership)
+        assert isinstance(leader, AsyncLeadership)
+        return leader
+
+    async def _take(self, request: AcquireRequest, kind: type[AsyncHeld]) -> AsyncHeld:
         deadline = time.monotonic() + (request.wait or 0.0) + self._transport.config.retry_for
         try:
             answer: Answer = await self._transport.call(
@@ -165,7 +254,7 @@ class AsyncClient:
             except asyncio.CancelledError:
                 pass  # cancelled again: the clean-up goes on in the background
             raise
-        held = AsyncHeld(self, grant)
+        held = kind(self, grant)
         held._start()
         return held
 
@@ -182,3 +271,12 @@ class AsyncClient:
     def watch(self, name: str) -> AsyncWatch:
         """The events of the lock ``name`` (``async for event in client.watch(name)``)."""
         return AsyncWatch(self._transport, lock_path(name, "events"))
+
+    async def leader(self, name: str) -> dict[str, Any]:
+        """As ``Client.leader``."""
+        body: dict[str, Any] = (await self._transport.call("GET", path_of("election", name))).ok()
+        return body
+
+    def observe(self, name: str) -> AsyncWatch:
+        """As ``Client.observe`` (``async for event in client.observe(name)``)."""
+        return AsyncWatch(self._transport, path_of("election", name, "events"))

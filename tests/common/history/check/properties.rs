@@ -204,9 +204,16 @@ impl<'h> Checker<'h> {
                 continue;
             }
             // A strict renewal (I17) is refused from the lease's end on the answering
-            // instance's clock, takeover or not.
+            // instance's clock, takeover or not. A renewal of unknown outcome may have moved
+            // that end earlier, decided on a clock behind the one that wrote it; and so may
+            // this very call, in a round whose write landed with its answer lost, when the
+            // call lasted as long as a lease of this lease's shortest length.
             let answering = self.config.offset(op.instance);
-            if *strict && op.complete_ms >= known.expiry + known.clock - answering - margin {
+            if *strict
+                && (op.complete_ms >= known.expiry + known.clock - answering - margin
+                    || self.unsure(op, lease_id)
+                    || op.complete_ms - op.invoke_ms + margin >= self.shortest_length(lease))
+            {
                 continue;
             }
             if self.excuse(lease, op.complete_ms, None).is_some() {
@@ -232,6 +239,36 @@ impl<'h> Checker<'h> {
         for (ops, message) in found {
             self.violation(Check::LostLease, &ops, message);
         }
+    }
+
+    /// Whether a renewal of unknown outcome, or a re-acquire, of `lease_id` was invoked
+    /// before `op` completed: it may have moved the lease's end either way, on a clock of
+    /// its own, so a strict renewal's outcome says nothing certain.
+    fn unsure(&self, op: &Op, lease_id: &str) -> bool {
+        self.history.ops.iter().any(|other| {
+            other.id != op.id
+                && other.invoke_ms <= op.complete_ms
+                && other.call.lease_id() == Some(lease_id)
+                && !matches!(other.call, Call::Release { .. })
+                && (other.outcome.is_unknown() || matches!(other.call, Call::Acquire { .. }))
+        })
+    }
+
+    /// The shortest length `lease` was granted or renewed with (ms).
+    fn shortest_length(&self, lease: &Lease) -> i64 {
+        let lengths = self.history.ops.iter().filter_map(|op| match &op.call {
+            Call::Renew {
+                lease_id,
+                lease_ms: Some(ms),
+                ..
+            } if lease_id == lease.lease_id => Some(*ms),
+            _ => None,
+        });
+        let granted = match &lease.grant.call {
+            Call::Acquire { lease_ms, .. } => *lease_ms,
+            _ => u64::MAX,
+        };
+        lengths.fold(granted, u64::min).min(i64::MAX as u64) as i64
     }
 
     /// Every lease, by its lock and lease id.
@@ -266,16 +303,10 @@ impl<'h> Checker<'h> {
             let Some(lease) = by_id.get(&(op.lock.as_str(), lease_id.as_str())) else {
                 continue;
             };
-            let before = |other: &Op| other.id != op.id && other.invoke_ms <= op.complete_ms;
-            let unsure = self.history.ops.iter().any(|other| {
-                before(other)
-                    && other.call.lease_id() == Some(lease_id.as_str())
-                    && !matches!(other.call, Call::Release { .. })
-                    && (other.outcome.is_unknown() || matches!(other.call, Call::Acquire { .. }))
-            });
-            if unsure {
+            if self.unsure(op, lease_id) {
                 continue;
             }
+            let before = |other: &Op| other.id != op.id && other.invoke_ms <= op.complete_ms;
             let Some(latest) = lease
                 .updates
                 .iter()
@@ -291,7 +322,8 @@ impl<'h> Checker<'h> {
             found.push((
                 vec![lease.grant, latest.op, op],
                 format!(
-                    "{} was acknowledged, invoked {} ms after its lease's last possible end                      (t+{}, set by #{}) on the answering instance's clock",
+                    "{} was acknowledged, invoked {} ms after its lease's last possible end \
+                     (t+{}, set by #{}) on the answering instance's clock",
                     self.op(op),
                     decided_from - (latest.expiry + latest.clock),
                     self.t(latest.expiry),
