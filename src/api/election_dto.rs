@@ -11,7 +11,7 @@ use super::dto::{digest_of, rfc3339, AcquireBody, Limits};
 use super::error::ApiError;
 use super::json_int::{integer, optional_integer};
 use crate::engine::{self, AcquireRequest};
-use crate::record::Expiry;
+use crate::record::{Expiry, RequestorInfo};
 use crate::service::feed::EventType;
 use crate::service::LockSnapshot;
 
@@ -122,6 +122,9 @@ pub struct ElectionInfo {
     pub leader: Option<LeaderInfo>,
     /// The campaigns still waiting.
     pub candidates: u64,
+    /// A candidate of higher priority that asked the leader to hand over (as a lock shows
+    /// its requestor): the leader's cue to finish and resign within its cleanup window.
+    pub requestor: Option<RequestorInfo>,
 }
 
 impl ElectionInfo {
@@ -141,6 +144,10 @@ impl ElectionInfo {
         });
         ElectionInfo {
             name: election.name.to_string(),
+            requestor: leader
+                .as_ref()
+                .and(election.record.requestor.as_ref())
+                .map(RequestorInfo::of),
             leader,
             candidates: election.waiters,
         }
@@ -158,7 +165,7 @@ pub struct Elected {
 
 /// What an election's stream says of one of its lock stream's events, given the leader
 /// (term and value) it said last; `None` when the event says nothing an observer needs
-/// (a renewal that kept the value, the queue, a cleanup request). A renewal that finds no
+/// (a renewal that kept the value, the queue). A renewal that finds no
 /// leader told (after `no_leader`, see I17's window, or a stream that resumed) says
 /// `elected`: the observer learns who leads again.
 pub fn election_event(
@@ -177,6 +184,9 @@ pub fn election_event(
             _ => Some("elected"),
         },
         (Released | Expired | ForceReleased, None) => Some("no_leader"),
+        // A preferred candidate asks the leader to hand over, or stops asking.
+        (CleanupRequested, Some(_)) => Some("cleanup_requested"),
+        (CleanupCancelled, Some(_)) => Some("cleanup_cancelled"),
         _ => None,
     }
 }
@@ -202,6 +212,7 @@ mod tests {
             name: "e".into(),
             leader,
             candidates: 0,
+            requestor: None,
         }
     }
 
@@ -235,8 +246,13 @@ mod tests {
             Some("elected"),
             "after no_leader (or a resume), the leader is told again"
         );
-        for kind in [Queue, CleanupRequested, CleanupCancelled] {
-            assert_eq!(election_event(kind, &led, Some(&one)), None);
+        assert_eq!(election_event(Queue, &led, Some(&one)), None);
+        for (kind, said) in [
+            (CleanupRequested, "cleanup_requested"),
+            (CleanupCancelled, "cleanup_cancelled"),
+        ] {
+            assert_eq!(election_event(kind, &led, Some(&one)), Some(said));
+            assert_eq!(election_event(kind, &none, Some(&one)), None);
         }
     }
 }

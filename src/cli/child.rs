@@ -15,7 +15,6 @@ pub(super) trait Held {
     /// CMD's environment.
     fn env(&self) -> Vec<(&'static str, String)>;
     fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static;
-    /// A leadership has none: it is told of a preferred candidate by losing.
     fn cleanup_requested(
         &self,
     ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static;
@@ -62,7 +61,7 @@ impl Held for Leadership {
     fn cleanup_requested(
         &self,
     ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static {
-        std::future::pending()
+        Leadership::cleanup_requested(self)
     }
     fn loss(&self) -> Option<LossReason> {
         Leadership::loss(self)

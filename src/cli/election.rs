@@ -53,9 +53,14 @@ pub struct ElectArgs {
     /// Take over from a lower leader at the end of its cleanup window.
     #[arg(long)]
     pub forceful: bool,
-    /// How long CMD gets between SIGTERM and SIGKILL once leadership is lost [default: 5s].
+    /// How long CMD gets between SIGTERM and SIGKILL [default: the rest of the cleanup
+    /// window when a preferred candidate asks, 5s when leadership is lost].
     #[arg(long, value_parser = duration::parse)]
     pub grace: Option<Duration>,
+    /// What to do when a candidate of higher priority asks to take over: stop CMD and
+    /// resign (a graceful hand-over), or keep running until taken over.
+    #[arg(long, value_enum, default_value = "term")]
+    pub on_cleanup: OnCleanup,
     /// The exit code when not elected within --wait.
     #[arg(short = 'E', long, default_value_t = exit::NOT_ACQUIRED)]
     pub conflict_exit_code: u8,
@@ -134,7 +139,7 @@ pub(super) async fn elect(args: ElectArgs, client: Client) -> u8 {
             name: &args.name,
             command: &args.command,
             grace: args.grace,
-            on_cleanup: OnCleanup::Ignore,
+            on_cleanup: args.on_cleanup,
         };
         return child::run(leadership, signals, running).await;
     }
@@ -145,17 +150,25 @@ pub(super) async fn elect(args: ElectArgs, client: Client) -> u8 {
         leadership.lease_id()
     );
     let _ = std::io::stdout().flush();
-    tokio::select! {
-        _ = signals.recv() => {}
+    let cleanup = leadership.cleanup_requested();
+    let code = tokio::select! {
+        _ = signals.recv() => 0,
         reason = leadership.lost() => {
             eprintln!("lockwarden: lost {}: {reason}", args.name);
             return exit::LOST;
         }
-    }
+        request = cleanup, if args.on_cleanup == OnCleanup::Term => {
+            eprintln!(
+                "lockwarden: {} (priority {}) asks to lead {}; resigning",
+                request.requestor.owner, request.requestor.priority, args.name
+            );
+            exit::LOST
+        }
+    };
     if let Err(error) = leadership.resign().await {
         eprintln!("lockwarden: resigning {}: {error}", args.name);
     }
-    0
+    code
 }
 
 /// `candidate=C term=T value=V`, or `None` while nobody leads.

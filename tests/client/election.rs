@@ -87,3 +87,37 @@ async fn a_preferred_candidate_takes_over_and_the_leader_hears_of_it() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_with_a_cleanup_window_is_asked_and_hands_over_when_it_resigns() {
+    let service = Service::zk().await;
+    let client = Client::new(&service.base);
+    let leader = client
+        .election("g")
+        .candidate("old")
+        .cleanup(Duration::from_secs(30))
+        .campaign()
+        .await
+        .unwrap();
+    let asking = client.clone();
+    let preferred = tokio::spawn(async move {
+        asking
+            .election("g")
+            .candidate("new")
+            .priority(5)
+            .wait(Duration::from_secs(20))
+            .campaign()
+            .await
+    });
+    let request = tokio::time::timeout(Duration::from_secs(10), leader.cleanup_requested())
+        .await
+        .expect("the leader is asked within 10 s");
+    assert_eq!(request.requestor.owner, "new");
+    assert!(request.remaining().is_some());
+    leader.resign().await.unwrap();
+    let preferred = preferred.await.unwrap().unwrap();
+    assert_eq!(
+        client.leader("g").await.unwrap().leader.unwrap().term,
+        Some(preferred.term())
+    );
+}

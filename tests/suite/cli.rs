@@ -53,7 +53,7 @@ pub(crate) async fn wait_for_line(path: &Path, line: &str) {
 
 /// A `sh -c` script that records "started", then records "term" when sent SIGTERM and
 /// exits 0; it runs until then.
-fn stoppable(log: &Path) -> String {
+pub(crate) fn stoppable(log: &Path) -> String {
     let log = log.display();
     format!("trap 'echo term >> {log}; exit 0' TERM; echo started >> {log}; while :; do sleep 0.1; done")
 }

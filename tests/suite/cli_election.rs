@@ -102,3 +102,44 @@ async fn leader_and_observe_show_who_leads() {
     let gone = next_line(&mut out).await;
     assert!(gone.ends_with("no_leader no leader"), "{gone}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preferred_candidate_stops_the_leaders_command_and_takes_over() {
+    let service = Service::zk().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut leader = cli(&service)
+        .args(["elect", "svc", "--cleanup", "30s", "--", "sh", "-c"])
+        .arg(crate::cli::stoppable(&log))
+        .spawn()
+        .unwrap();
+    wait_for_line(&log, "started").await;
+    let second = format!("echo second >> {}", log.display());
+    let mut preferred = cli(&service)
+        .args([
+            "elect",
+            "svc",
+            "--priority",
+            "5",
+            "--wait",
+            "30s",
+            "--",
+            "sh",
+            "-c",
+            &second,
+        ])
+        .spawn()
+        .unwrap();
+    // Asked to hand over, the leader's command is stopped and the leader resigns.
+    assert_eq!(
+        finish(&mut leader, "the old leader").await.code(),
+        Some(i32::from(exit::LOST))
+    );
+    assert_eq!(
+        finish(&mut preferred, "the preferred candidate")
+            .await
+            .code(),
+        Some(0)
+    );
+    assert_eq!(lines(&log), ["started", "term", "second"]);
+}

@@ -63,3 +63,14 @@ def test_the_async_client_campaigns_proclaims_and_resigns(url: str, token: str, 
             assert (await client.leader(name))["leader"] is None
 
     asyncio.run(main())
+
+
+def test_a_leader_is_asked_to_hand_over_and_does(client: lockwarden.Client, name: str) -> None:
+    leader = client.elect(name, candidate="old", cleanup=30.0)
+    with ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(client.elect, name, candidate="new", priority=5, wait=20.0)
+        assert leader.cleanup_requested.wait(10.0), "the leader is asked"
+        leader.resign()
+        preferred = asking.result()
+    assert client.leader(name)["leader"]["term"] == preferred.term
+    preferred.resign()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::acquire::LockRequest;
 use crate::client::Client;
 use crate::error::Error;
-use crate::guard::{LockGuard, LossReason};
+use crate::guard::{CleanupRequest, LockGuard, LossReason};
 use crate::kind::Kind;
 use crate::types::{ElectionInfo, FencingToken, LeaseId};
 
@@ -91,6 +91,14 @@ impl Leadership {
     /// another leader was seen.
     pub fn lost(&self) -> impl std::future::Future<Output = LossReason> + Send + 'static {
         self.0.lost()
+    }
+
+    /// Resolves when a candidate of higher priority asks this leader to hand over: finish
+    /// within the cleanup window declared, then `resign()`.
+    pub fn cleanup_requested(
+        &self,
+    ) -> impl std::future::Future<Output = CleanupRequest> + Send + 'static {
+        self.0.cleanup_requested()
     }
 
     /// Why the leadership was lost, if it has been.

@@ -180,6 +180,9 @@ pub struct ElectionInfo {
     /// The campaigns waiting.
     #[serde(default)]
     pub candidates: u64,
+    /// A candidate of higher priority that asked the leader to hand over.
+    #[serde(default)]
+    pub requestor: Option<Requestor>,
 }
 
 impl ElectionInfo {
@@ -212,6 +215,7 @@ impl ElectionInfo {
             lock.fencing_token = leader.term;
             lock.remaining_ms = leader.remaining_ms;
             lock.expires_at = leader.expires_at.clone();
+            lock.requestor = self.requestor.clone();
         }
         lock
     }

@@ -75,6 +75,7 @@ def view_of(kind: str, body: Any) -> dict[str, Any] | None:
         "owner": leader.get("candidate"),
         "fencing_token": leader.get("term"),
         "remaining_ms": leader.get("remaining_ms"),
+        "requestor": election.get("requestor"),
     }
 
 
