@@ -84,7 +84,8 @@ fn set(spec: &mut Value, pointer: &str, value: Value) {
 /// what *this* one accepts, so that every request generated as valid is valid, and every
 /// invalid one must still be refused:
 /// - the maxima of `lease_ms`, `cleanup_ms` and `waiting_ms` are the instance's
-///   `--max-lease-ms` and `--max-waiting-ms` (the spec gives the defaults);
+///   `--max-lease-ms` and `--max-waiting-ms` (the spec gives the defaults), for an acquire
+///   and a campaign alike;
 /// - `notify_url` must be null. Whether a well-formed URL is accepted depends on the
 ///   instance and its network, which no schema can say: without `--webhook-secret` every
 ///   URL is refused; with it, a host that is or resolves to a private address is refused
@@ -106,33 +107,36 @@ fn spec_for_instance(dir: &Path) -> PathBuf {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
     let mut spec: Value = serde_yaml::from_str(&text).expect("openapi.yaml is valid YAML");
-    let acquire = "/components/schemas/AcquireRequest/properties";
-    set(
-        &mut spec,
-        &format!("{acquire}/lease_ms/maximum"),
-        json!(MAX_LEASE_MS),
-    );
-    set(
-        &mut spec,
-        &format!("{acquire}/cleanup_ms/maximum"),
-        json!(MAX_LEASE_MS),
-    );
-    set(
-        &mut spec,
-        &format!("{acquire}/waiting_ms/maximum"),
-        json!(MAX_WAITING_MS),
-    );
+    // A campaign is an acquire under other names: the same limits hold.
+    for request in ["AcquireRequest", "CampaignRequest"] {
+        let acquire = format!("/components/schemas/{request}/properties");
+        set(
+            &mut spec,
+            &format!("{acquire}/lease_ms/maximum"),
+            json!(MAX_LEASE_MS),
+        );
+        set(
+            &mut spec,
+            &format!("{acquire}/cleanup_ms/maximum"),
+            json!(MAX_LEASE_MS),
+        );
+        set(
+            &mut spec,
+            &format!("{acquire}/waiting_ms/maximum"),
+            json!(MAX_WAITING_MS),
+        );
+        set(
+            &mut spec,
+            &format!("{acquire}/notify_url"),
+            json!({"type": "null", "default": null}),
+        );
+        remove(&mut spec, &acquire, "request_id");
+    }
     set(
         &mut spec,
         "/components/schemas/RenewRequest/properties/lease_ms/maximum",
         json!(MAX_LEASE_MS),
     );
-    set(
-        &mut spec,
-        &format!("{acquire}/notify_url"),
-        json!({"type": "null", "default": null}),
-    );
-    remove(&mut spec, acquire, "request_id");
     remove(&mut spec, "/paths", "/ui");
     remove(&mut spec, "/paths", "/ui/{asset}");
     let path = dir.join("openapi.json");

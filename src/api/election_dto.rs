@@ -15,8 +15,9 @@ use crate::record::{Expiry, RequestorInfo};
 use crate::service::feed::EventType;
 use crate::service::LockSnapshot;
 
-/// The longest value a leader may proclaim, in bytes.
-pub const MAX_VALUE_BYTES: usize = 4096;
+/// The longest value a leader may proclaim, in characters, as a lock's message is counted
+/// (JSON Schema's `maxLength` counts so too): 16 KiB of UTF-8 at most.
+pub const MAX_VALUE_CHARS: usize = 4096;
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -57,9 +58,9 @@ pub const CAMPAIGN_FIELDS: [&str; 10] = [
 ];
 
 pub fn check_value(value: &str) -> Result<(), ApiError> {
-    if value.len() > MAX_VALUE_BYTES {
+    if value.chars().count() > MAX_VALUE_CHARS {
         return Err(ApiError::invalid(format!(
-            "value is longer than {MAX_VALUE_BYTES} bytes"
+            "value is longer than {MAX_VALUE_CHARS} characters"
         )));
     }
     Ok(())

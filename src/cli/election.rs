@@ -24,7 +24,7 @@ const ELECTION_HELP: &str = "The election's name: one or more parts separated by
 pub struct ElectArgs {
     #[arg(help = ELECTION_HELP)]
     pub name: String,
-    /// What the leader tells observers (an address, say); at most 4096 bytes.
+    /// What the leader tells observers (an address, say); at most 4096 characters.
     #[arg(long, default_value = "")]
     pub value: String,
     /// Who campaigns, as observers see it [default: user@host:pid].
@@ -181,13 +181,91 @@ fn leader_line(election: &ElectionInfo) -> Option<String> {
     ))
 }
 
-pub(super) async fn leader(args: LeaderArgs, client: Client) -> u8 {
-    let election = match client.leader(&args.name).await {
+/// The election `name`; `Err` is the exit code, once the reason is printed.
+async fn fetch(client: &Client, name: &str) -> Result<ElectionInfo, u8> {
+    client.leader(name).await.map_err(|error| {
+        eprintln!("lockwarden: {name}: {}", explain(&error));
+        exit_for(&error, exit::NOT_ACQUIRED)
+    })
+}
+
+/// `status NAME --election`: the election, a field a line (or its JSON).
+pub(super) async fn status(args: super::StatusArgs, client: Client) -> u8 {
+    let election = match fetch(&client, &args.name).await {
         Ok(election) => election,
-        Err(error) => {
-            eprintln!("lockwarden: {}: {}", args.name, explain(&error));
-            return exit_for(&error, exit::NOT_ACQUIRED);
+        Err(code) => return code,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&election).unwrap_or_default()
+        );
+        return 0;
+    }
+    let leader = election.leader.as_ref();
+    let field = |f: &dyn Fn(&lockwarden_client::Leader) -> String| leader.map_or("-".into(), f);
+    println!("name:          {}", election.name);
+    println!("leader:        {}", field(&|l| l.candidate.clone()));
+    println!(
+        "term:          {}",
+        field(&|l| l.term.map(|t| t.to_string()).unwrap_or_default())
+    );
+    println!("value:         {}", field(&|l| l.value.clone()));
+    let left = |l: &lockwarden_client::Leader| l.remaining_ms.map(|ms| format!("{ms} ms"));
+    println!("remaining:     {}", field(&|l| left(l).unwrap_or_default()));
+    println!("candidates:    {}", election.candidates);
+    if let Some(requestor) = &election.requestor {
+        println!(
+            "requested by:  {} (priority {})",
+            requestor.owner, requestor.priority
+        );
+    }
+    0
+}
+
+/// `list --election`: every election under the prefix, a line each (or a JSON array).
+pub(super) async fn list(args: super::ListArgs, client: Client) -> u8 {
+    let mut elections = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        match client
+            .elections(&args.prefix, None, cursor.as_deref())
+            .await
+        {
+            Ok(page) => {
+                elections.extend(page.elections);
+                cursor = page.next_cursor;
+            }
+            Err(error) => {
+                eprintln!("lockwarden: listing elections: {}", explain(&error));
+                return exit_for(&error, exit::NOT_ACQUIRED);
+            }
         }
+        if cursor.is_none() {
+            break;
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&elections).unwrap_or_default()
+        );
+        return 0;
+    }
+    for election in &elections {
+        let said = leader_line(election).unwrap_or_else(|| "no leader".into());
+        println!(
+            "{} {said} candidates={}",
+            election.name, election.candidates
+        );
+    }
+    0
+}
+
+pub(super) async fn leader(args: LeaderArgs, client: Client) -> u8 {
+    let election = match fetch(&client, &args.name).await {
+        Ok(election) => election,
+        Err(code) => return code,
     };
     if args.json {
         println!(
@@ -217,6 +295,24 @@ fn event_line(event: &Event) -> String {
         .and_then(leader_line)
         .unwrap_or_else(|| "no leader".into());
     format!("{id} {} {said}", event.kind)
+}
+
+/// `watch NAME --election`: as `observe NAME`.
+pub(super) async fn watch(args: super::WatchArgs, client: Client) -> u8 {
+    let Some(name) = args.name else {
+        eprintln!("lockwarden: watch --election needs the election's NAME");
+        return exit::USAGE;
+    };
+    let client_args = args.client;
+    observe(
+        ObserveArgs {
+            name,
+            json: args.json,
+            client: client_args,
+        },
+        client,
+    )
+    .await
 }
 
 pub(super) async fn observe(args: ObserveArgs, client: Client) -> u8 {

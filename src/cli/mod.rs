@@ -172,6 +172,9 @@ pub struct LockArgs {
 pub struct StatusArgs {
     #[arg(help = NAME_HELP)]
     pub name: String,
+    /// Show the election NAME instead (its leader, term, value and candidates).
+    #[arg(long)]
+    pub election: bool,
     /// Print the service's JSON.
     #[arg(long)]
     pub json: bool,
@@ -184,6 +187,9 @@ pub struct ListArgs {
     /// Only locks whose names start with this.
     #[arg(long, default_value = "")]
     pub prefix: String,
+    /// List elections instead.
+    #[arg(long)]
+    pub election: bool,
     /// Print the locks as a JSON array.
     #[arg(long)]
     pub json: bool,
@@ -199,6 +205,9 @@ pub struct WatchArgs {
     /// Watch every lock whose name starts with this instead.
     #[arg(long)]
     pub prefix: Option<String>,
+    /// Watch the election NAME instead (as `observe`).
+    #[arg(long, conflicts_with = "prefix")]
+    pub election: bool,
     /// Print each event's data, as the service sent it: one JSON object a line, with no
     /// time in front.
     #[arg(long)]
@@ -258,8 +267,11 @@ pub async fn run(command: ClientCommand) -> u8 {
     };
     match command {
         ClientCommand::Lock(args) => lock::run(args, client).await,
+        ClientCommand::Status(args) if args.election => election::status(args, client).await,
         ClientCommand::Status(args) => show::status(args, client).await,
+        ClientCommand::List(args) if args.election => election::list(args, client).await,
         ClientCommand::List(args) => show::list(args, client).await,
+        ClientCommand::Watch(args) if args.election => election::watch(args, client).await,
         ClientCommand::Watch(args) => show::watch(args, client).await,
         ClientCommand::Release(args) => show::release(args, client).await,
         ClientCommand::ForceRelease(args) => show::force_release(args, client).await,

@@ -94,6 +94,20 @@ async fn leader_and_observe_show_who_leads() {
     let (code, _) =
         stdout_of(cli(&service).args(["elect", "svc", "--wait", "0s", "--", "true"])).await;
     assert_eq!(code, i32::from(exit::NOT_ACQUIRED), "another leads");
+    let (code, status) = stdout_of(cli(&service).args(["status", "svc", "--election"])).await;
+    assert_eq!(code, 0);
+    assert!(status.contains("leader:        node-1"), "{status}");
+    let (code, listed) = stdout_of(cli(&service).args(["list", "--election"])).await;
+    assert_eq!(code, 0);
+    assert!(listed.starts_with("svc candidate=node-1 term="), "{listed}");
+    let mut watching = cli(&service)
+        .args(["watch", "svc", "--election"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watched = BufReader::new(watching.stdout.take().unwrap()).lines();
+    let first = next_line(&mut watched).await;
+    assert!(first.contains(" snapshot candidate=node-1 "), "{first}");
     // SIGTERM reaches the command, which ends; the leader resigns.
     let pid = leading.id().unwrap() as i32;
     // SAFETY: kill has no memory effects; the child is ours and not yet waited for.

@@ -140,8 +140,9 @@ async fn every_call_on_a_name_is_held_to_the_tokens_scope() {
     }
     assert_eq!(
         named.count(),
-        8,
-        "acquire, renew, release, get, delete, validate, queue, events"
+        15,
+        "a lock's acquire, renew, release, get, delete, validate, queue, events; an \
+         election's get, campaign, proclaim, renew, resign, validate, events"
     );
     let (_, untouched) = svc
         .send("GET", "/v1/locks/other%2Fx", None, Some(PLAIN))

@@ -11,7 +11,7 @@ use crate::election::CampaignRequest;
 use crate::error::Error;
 use crate::events::Watch;
 use crate::tls;
-use crate::types::{ElectionInfo, ForceReleased, LeaseId, LockInfo, LockPage};
+use crate::types::{ElectionInfo, ElectionPage, ForceReleased, LeaseId, LockInfo, LockPage};
 
 /// A handle on one lockwarden service (any of its instances behind one URL). Cheap to
 /// clone; clones share connections.
@@ -113,6 +113,26 @@ impl Client {
         limit: Option<u32>,
         cursor: Option<&str>,
     ) -> Result<LockPage, Error> {
+        self.page("/v1/locks", prefix, limit, cursor).await
+    }
+
+    /// One page of the elections whose names start with `prefix`.
+    pub async fn elections(
+        &self,
+        prefix: &str,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<ElectionPage, Error> {
+        self.page("/v1/elections", prefix, limit, cursor).await
+    }
+
+    async fn page<T: serde::de::DeserializeOwned>(
+        &self,
+        root: &str,
+        prefix: &str,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<T, Error> {
         let mut query = vec![("prefix", prefix.to_owned())];
         if let Some(limit) = limit {
             query.push(("limit", limit.to_string()));
@@ -124,7 +144,7 @@ impl Client {
             .iter()
             .map(|(k, v)| format!("{k}={}", encode(v)))
             .collect();
-        let path = format!("/v1/locks?{}", query.join("&"));
+        let path = format!("{root}?{}", query.join("&"));
         let answer = self.call(reqwest::Method::GET, &path, None).await?;
         ok_or_error(answer)?.parse()
     }

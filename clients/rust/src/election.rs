@@ -27,7 +27,7 @@ impl CampaignRequest {
         CampaignRequest(self.0.owner(candidate))
     }
 
-    /// What the leader tells observers (an address, say); at most 4096 bytes.
+    /// What the leader tells observers (an address, say); at most 4096 characters.
     pub fn value(self, value: impl Into<String>) -> Self {
         CampaignRequest(self.0.message(value))
     }

@@ -59,6 +59,6 @@ pub use error::Error;
 pub use events::{Event, Watch};
 pub use guard::{CleanupRequest, LockGuard, LossReason};
 pub use types::{
-    ElectionInfo, FencingToken, ForceReleased, Leader, LeaseId, LockInfo, LockPage, LockState,
-    RequestId, Requestor,
+    ElectionInfo, ElectionPage, FencingToken, ForceReleased, Leader, LeaseId, LockInfo, LockPage,
+    LockState, RequestId, Requestor,
 };

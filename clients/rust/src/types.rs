@@ -221,6 +221,14 @@ impl ElectionInfo {
     }
 }
 
+/// One page of `GET /v1/elections`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ElectionPage {
+    pub elections: Vec<ElectionInfo>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
 /// One page of `GET /v1/locks`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockPage {

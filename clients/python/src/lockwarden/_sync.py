@@ -242,7 +242,7 @@ class Client:
         **options: Unpack[CampaignOptions],
     ) -> Leadership:
         """Campaigns in the election ``name`` as ``candidate`` (default ``user@host:pid``)
-        with ``value`` (at most 4096 bytes), waiting as ``acquire`` waits; the keywords are
+        with ``value`` (at most 4096 characters), waiting as ``acquire`` waits; the keywords are
         ``acquire``'s but ``message`` and ``owner``. The leadership renews itself every
         third of ``lease`` (strictly: the service never renews a leader whose lease ran
         out) until ``resign()``. Raises ``LockHeld`` (``leader_exists``, ``wait_timeout``)
