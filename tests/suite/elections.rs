@@ -1,7 +1,8 @@
 //! Leader election over HTTP, on both stores: a campaign wins or is refused, a resignation
 //! hands over in one write, a proclaim keeps the term, leadership is never renewed once its
-//! lease has ended (I17), a higher candidate preempts, and the stream tells `elected`,
-//! `proclaimed` and `no_leader` (a lease's end within a second, with nobody calling).
+//! lease has ended (I17), a higher candidate preempts, the stream tells `elected`,
+//! `proclaimed` and `no_leader` (a lease's end within a second, with nobody calling), a
+//! retried campaign gets the same win, and a candidate that disconnects is never elected.
 
 use crate::common;
 
@@ -270,6 +271,47 @@ async fn bad_campaigns_are_told_what_is_wrong(svc: Service) {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
 }
 
+async fn a_campaign_retried_with_its_request_id_gets_the_same_win(svc: Service) {
+    let body = json!({"candidate": "c", "lease_ms": 60_000, "request_id": "boot-7"});
+    let (status, first) = campaign(&svc, "r", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, again) = campaign(&svc, "r", body).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        (&again["lease_id"], &again["term"]),
+        (&first["lease_id"], &first["term"]),
+        "a retry is answered with the same leadership, not a second one"
+    );
+    let other = json!({"candidate": "c", "lease_ms": 60_000, "value": "x", "request_id": "boot-7"});
+    let (status, reused) = campaign(&svc, "r", other).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{reused}");
+}
+
+async fn a_candidate_that_disconnects_while_waiting_is_never_elected(svc: Service) {
+    let won = must_win(&svc, "d", "leader", "v").await;
+    let impatient = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let gone = impatient
+        .post(format!("{}/v1/elections/d/campaign", svc.base))
+        .json(&json!({"candidate": "leaver", "lease_ms": 60_000, "waiting_ms": 10_000}))
+        .send()
+        .await;
+    assert!(gone.is_err());
+    common::eventually(WAIT, "the candidate leaves the queue", || async {
+        election(&svc, "d").await["candidates"] == 0
+    })
+    .await;
+    let (_, resigned) = act(&svc, "d", "resign", json!({"lease_id": won["lease_id"]})).await;
+    assert_eq!(
+        resigned["election"]["leader"],
+        Value::Null,
+        "nobody is elected after they left: {resigned}"
+    );
+}
+
 /// The graceful hand-over to a preferred leader: the leader is asked to clean up by a signed
 /// `election.cleanup_requested`, and the preferred candidate is elected when it resigns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,4 +351,6 @@ on_both_stores!(
     a_higher_candidate_preempts_a_leader_without_cleanup,
     the_stream_tells_elected_proclaimed_and_no_leader,
     bad_campaigns_are_told_what_is_wrong,
+    a_campaign_retried_with_its_request_id_gets_the_same_win,
+    a_candidate_that_disconnects_while_waiting_is_never_elected,
 );
