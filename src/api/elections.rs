@@ -94,15 +94,7 @@ pub async fn renew(
     Named { name, .. }: Named,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Reply {
-    let max = i64::try_from(app.limits.max_lease_ms).unwrap_or(i64::MAX);
-    let lease_ms = match body.lease_ms {
-        Some(ms) if !(1..=max).contains(&ms) => {
-            return Err(ApiError::invalid(format!(
-                "lease_ms must be between 1 and {max}"
-            )));
-        }
-        other => other.map(|ms| ms as u64),
-    };
+    let lease_ms = body.lease_ms(app.limits)?;
     let renewal = Renewal {
         lease_ms,
         message: None,
@@ -179,7 +171,7 @@ pub async fn events(
         .open(Interest::Lock(name.clone()), last_seen(&headers))
         .await
         .map_err(|e| refused(ServiceError::from(e)))?;
-    let first: Vec<(EventType, EventId, LockSnapshot)> = match opening {
+    let first: Vec<(EventType, EventId, ElectionInfo)> = match opening {
         Opening::Snapshot { id, locks, .. } => {
             // An election nobody ever campaigned in has no record: it has no leader.
             let election = locks.into_iter().next().unwrap_or_else(|| LockSnapshot {
@@ -189,19 +181,18 @@ pub async fn events(
                 takeover_at: None,
                 waiters: 0,
             });
-            vec![(EventType::Snapshot, id, election)]
+            vec![(EventType::Snapshot, id, ElectionInfo::of(&election))]
         }
-        Opening::Replay(events) => events.iter().map(|e| owned(e)).collect(),
+        Opening::Replay(events) => events.iter().map(|e| shown(e)).collect(),
     };
     let open = OpenStream::count(&app.service.metrics.event_streams);
     let following = stream::unfold((live, open), |(mut live, open)| async move {
-        live.next().await.map(|event| (owned(&event), (live, open)))
+        live.next().await.map(|event| (shown(&event), (live, open)))
     });
     let told: Option<LeaderInfo> = None;
     let events = stream::iter(first)
         .chain(following)
-        .scan(told, |told, (kind, id, snapshot)| {
-            let after = ElectionInfo::of(&snapshot);
+        .scan(told, |told, (kind, id, after)| {
             let said = election_event(kind, &after, told.as_ref());
             if said.is_some() || kind == EventType::Snapshot {
                 *told = after.leader.clone();
@@ -218,6 +209,7 @@ pub async fn events(
     Ok(respond(&app, events, closing))
 }
 
-fn owned(event: &StreamEvent) -> (EventType, EventId, LockSnapshot) {
-    (event.kind, event.id, event.lock.clone())
+/// A lock stream's event, with the election it shows.
+fn shown(event: &StreamEvent) -> (EventType, EventId, ElectionInfo) {
+    (event.kind, event.id, ElectionInfo::of(&event.lock))
 }

@@ -122,15 +122,7 @@ pub async fn renew(
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Reply<Renewed> {
     let lease_id = sealed_lease(&app, &body.lease_id)?;
-    let max = i64::try_from(app.limits.max_lease_ms).unwrap_or(i64::MAX);
-    let lease_ms = match body.lease_ms {
-        Some(ms) if !(1..=max).contains(&ms) => {
-            return Err(ApiError::invalid(format!(
-                "lease_ms must be between 1 and {max}"
-            )));
-        }
-        other => other.map(|ms| ms as u64),
-    };
+    let lease_ms = body.lease_ms(app.limits)?;
     let lock = app
         .service
         .renew(&name, &lease_id, &crate::engine::Renewal::lease(lease_ms))

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::call::encode;
+use crate::events::Event;
 use crate::types::{ElectionInfo, LockInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +59,15 @@ impl Kind {
         }
     }
 
-    /// The holder as an answer (or an event's data) shows it.
+    /// The holder as a stream's event shows it (the event has parsed it already).
+    pub fn view_of_event(self, event: &Event) -> Option<LockInfo> {
+        match self {
+            Kind::Lock => event.lock.clone(),
+            Kind::Election => event.election.as_ref().map(ElectionInfo::as_lock),
+        }
+    }
+
+    /// The holder as an answer shows it.
     pub fn view(self, body: &Value) -> Option<LockInfo> {
         match self {
             Kind::Lock => serde_json::from_value(body.get("lock")?.clone()).ok(),
