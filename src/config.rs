@@ -102,6 +102,14 @@ pub struct ServeArgs {
         default_value = "/lockwarden/elections"
     )]
     pub election_root: String,
+    /// The znode under which semaphores live: their records in `records`, their queues in
+    /// `state`. It may not hold, or lie under, the other roots.
+    #[arg(
+        long,
+        env = "LOCKWARDEN_SEMAPHORE_ROOT",
+        default_value = "/lockwarden/semaphores"
+    )]
+    pub semaphore_root: String,
     /// A token that /v1 calls must present as `Authorization: Bearer <token>` (repeatable;
     /// the variable takes a comma-separated list).
     #[arg(

@@ -27,6 +27,7 @@ impl ServeArgs {
         valid_znode_path("--lock-root", &self.lock_root)?;
         valid_znode_path("--state-root", &self.state_root)?;
         valid_znode_path("--election-root", &self.election_root)?;
+        valid_znode_path("--semaphore-root", &self.semaphore_root)?;
         if self.lock_root == self.state_root {
             return Err("--lock-root and --state-root must differ".into());
         }
@@ -38,6 +39,17 @@ impl ServeArgs {
             if nested(root, &self.election_root) || nested(&self.election_root, root) {
                 return Err(format!(
                     "--election-root and {flag} may not hold one another"
+                ));
+            }
+        }
+        for (flag, root) in [
+            ("--lock-root", &self.lock_root),
+            ("--state-root", &self.state_root),
+            ("--election-root", &self.election_root),
+        ] {
+            if nested(root, &self.semaphore_root) || nested(&self.semaphore_root, root) {
+                return Err(format!(
+                    "--semaphore-root and {flag} may not hold one another"
                 ));
             }
         }

@@ -9,6 +9,7 @@ pub enum Resource {
     #[default]
     Lock,
     Election,
+    Semaphore,
 }
 
 impl Resource {
@@ -16,6 +17,7 @@ impl Resource {
         match self {
             Resource::Lock => "lock",
             Resource::Election => "election",
+            Resource::Semaphore => "semaphore",
         }
     }
 

@@ -33,7 +33,7 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     let sealer = Sealer::new(args.record_secret.as_deref());
     // Each instance has its own metrics (tests run several in one process).
     let metrics = Arc::new(Metrics::new());
-    let (store, election_store) = stores(args, &sealer, &metrics);
+    let (store, election_store, semaphore_store) = stores(args, &sealer, &metrics);
     // Elections keep their own records and queues, under their own root, and their own
     // service figures (not shown on /metrics); their ZooKeeper requests are the instance's.
     let election_metrics = Arc::new(Metrics::new());
@@ -64,6 +64,16 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
             .with_audit(audit.clone())
             .for_elections(),
     );
+    let semaphores = Arc::new(
+        LockService::new(
+            semaphore_store,
+            timing,
+            events.clone(),
+            Arc::new(Metrics::new()),
+        )
+        .with_audit(audit.clone())
+        .for_semaphores(),
+    );
     let service = Arc::new(LockService::new(store, timing, events, metrics).with_audit(audit));
     let mut auth = Auth::new(&args.api_tokens, args.admin_token.as_deref())
         .with_metrics_token(args.metrics_token.as_deref());
@@ -73,6 +83,7 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     let router = api::router(AppState {
         service,
         elections,
+        semaphores,
         auth: auth.clone(),
         limits: Limits {
             max_lease_ms: args.max_lease_ms,
@@ -88,15 +99,19 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     Ok((router, auth))
 }
 
-/// The stores of locks and of elections: in ZooKeeper, under their roots on one session,
-/// or each in memory.
+/// The stores of locks, of elections and of semaphores: in ZooKeeper, under their roots on
+/// one session, or each in memory.
 fn stores(
     args: &ServeArgs,
     sealer: &Sealer,
     metrics: &Metrics,
-) -> (Arc<dyn LockStore>, Arc<dyn LockStore>) {
+) -> (Arc<dyn LockStore>, Arc<dyn LockStore>, Arc<dyn LockStore>) {
     let Some(connect) = &args.zk else {
-        return (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+        return (
+            Arc::new(MemoryStore::new()),
+            Arc::new(MemoryStore::new()),
+            Arc::new(MemoryStore::new()),
+        );
     };
     let at = |lock_root: String, state_root: String| ZkConfig {
         connect: connect.clone(),
@@ -117,7 +132,11 @@ fn stores(
         format!("{}/records", args.election_root),
         format!("{}/state", args.election_root),
     ));
-    (Arc::new(locks), Arc::new(elections))
+    let semaphores = locks.beside(at(
+        format!("{}/records", args.semaphore_root),
+        format!("{}/state", args.semaphore_root),
+    ));
+    (Arc::new(locks), Arc::new(elections), Arc::new(semaphores))
 }
 
 /// Serves on `listener` until `shutdown` completes. Reads no signal: a token file is read

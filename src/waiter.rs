@@ -79,6 +79,9 @@ pub struct Ticket {
     /// When the service received the call (epoch ms).
     #[serde(default)]
     pub received_at: i64,
+    /// A semaphore's number of permits, as the caller asked; absent for a lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
     /// Who made the call, for the audit trail of a takeover. Only the waiting call's own
     /// task needs it, so it is not stored with the queue node.
     #[serde(skip)]

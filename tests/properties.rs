@@ -145,20 +145,28 @@ fn requestor() -> impl Strategy<Value = Requestor> {
 
 fn record() -> impl Strategy<Value = LockRecord> {
     (
-        prop::option::of(holder()),
+        // A lock's one holder, or a semaphore's several with its limit.
+        prop_oneof![
+            prop::option::of(holder()).prop_map(|h| (h.into_iter().collect(), None)),
+            (prop::collection::vec(holder(), 0..5), 1..=128u32)
+                .prop_map(|(holders, limit)| (holders, Some(limit))),
+        ],
         prop::option::of(requestor()),
         prop::option::of(any::<u32>()),
         prop::option::of(prop_oneof![Just(Forced::Admin), Just(Forced::Preemption)]),
         prop::option::of(any::<u128>()),
     )
-        .prop_map(|(holder, requestor, queued, forced, ended)| LockRecord {
-            holder,
-            requestor,
-            queued,
-            forced,
-            ended_lease: ended
-                .map(|n| LeaseId::parse(&uuid::Uuid::from_u128(n).to_string()).unwrap()),
-        })
+        .prop_map(
+            |((holders, limit), requestor, queued, forced, ended)| LockRecord {
+                holders,
+                limit,
+                requestor,
+                queued,
+                forced,
+                ended_lease: ended
+                    .map(|n| LeaseId::parse(&uuid::Uuid::from_u128(n).to_string()).unwrap()),
+            },
+        )
 }
 
 /// A value a foreign writer might leave in a field: numbers in and out of range, junk.
@@ -242,9 +250,9 @@ proptest! {
         let doc: Value = serde_json::from_slice(&data).unwrap();
         let text = |k: &str| doc["simpleFields"][k].as_str().map(str::to_owned);
         match text("OWNER").as_deref() {
-            None | Some("NONE") => prop_assert!(record.holder.is_none()),
+            None | Some("NONE") => prop_assert!(record.holder().is_none()),
             Some(owner) => {
-                let holder = record.holder.as_ref().unwrap();
+                let holder = record.holder().unwrap();
                 prop_assert_eq!(holder.owner.as_str(), owner);
                 let priority = text("PRIORITY").and_then(|p| p.trim().parse::<i64>().ok());
                 let want = priority.map_or(0, |p| p.clamp(0, i64::from(i32::MAX)) as u32);

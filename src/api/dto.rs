@@ -63,7 +63,7 @@ impl LockInfo {
     pub fn of(lock: &LockSnapshot, asking_owner: Option<&str>) -> LockInfo {
         let now = lock.read_at;
         let state = engine::state(&lock.record, now);
-        let holder = lock.record.holder.as_ref();
+        let holder = lock.record.holder();
         let requestor = lock.record.requestor.as_ref().map(RequestorInfo::of);
         LockInfo {
             name: lock.name.to_string(),
@@ -152,12 +152,17 @@ fn in_range(field: &str, value: i64, min: i64, max: u64) -> Result<u64, ApiError
 
 impl AcquireBody {
     pub fn validate(&self, limits: Limits) -> Result<AcquireRequest, ApiError> {
+        self.check_message()?;
+        self.request(limits, digest_of(self))
+    }
+
+    pub(super) fn check_message(&self) -> Result<(), ApiError> {
         if self.message.chars().count() > MAX_MESSAGE_CHARS {
             return Err(ApiError::invalid(format!(
                 "message is longer than {MAX_MESSAGE_CHARS} characters"
             )));
         }
-        self.request(limits, digest_of(self))
+        Ok(())
     }
 
     /// The request this body asks for, its message checked already; `request_digest` is
@@ -197,6 +202,7 @@ impl AcquireBody {
             cleanup_ms,
             waiting_ms,
             forceful: self.forceful,
+            limit: None,
             notify_url,
             request_id,
             request_digest,

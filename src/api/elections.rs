@@ -26,13 +26,12 @@ use super::election_dto::{
 use super::error::ApiError;
 use super::events::{last_seen, respond, OpenStream};
 use super::extract::{JsonBody, QueryParams};
-use super::handlers::{acquire_on, list_query, sealed_lease, token_query};
+use super::handlers::{acquire_on, page_of, sealed_lease, validate_on};
 use super::request_id::RequestId;
 use super::scoped::Named;
 use super::AppState;
 use crate::engine::Renewal;
 use crate::http_server::Closing;
-use crate::model::FencingToken;
 use crate::resource::Resource;
 use crate::service::feed::{EventId, EventType, Interest, Opening, StreamEvent, Subscription};
 use crate::service::{LockSnapshot, ServiceError};
@@ -130,13 +129,14 @@ pub async fn validate(
     Named { name, .. }: Named,
     QueryParams(query): QueryParams<TermQuery>,
 ) -> Reply {
-    let term = token_query("term", query.term.as_deref())?;
-    let current = app
-        .elections
-        .validate(&name, FencingToken(term))
-        .await
-        .map_err(refused)?;
-    Ok(Json(json!({"current": current})))
+    validate_on(
+        &app,
+        Resource::Election,
+        &name,
+        "term",
+        query.term.as_deref(),
+    )
+    .await
 }
 
 pub async fn list(
@@ -144,11 +144,7 @@ pub async fn list(
     caller: Caller,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Reply {
-    let query = list_query(&caller, params)?;
-    let (elections, more) = app.elections.list(&query).await.map_err(refused)?;
-    let next_cursor = more
-        .then(|| elections.last().map(|e| e.name.as_str()))
-        .flatten();
+    let (elections, next_cursor) = page_of(&app, Resource::Election, &caller, params).await?;
     let elections: Vec<ElectionInfo> = elections.iter().map(ElectionInfo::of).collect();
     Ok(Json(
         json!({"elections": elections, "next_cursor": next_cursor}),
@@ -179,6 +175,7 @@ pub async fn events(
                 record: Default::default(),
                 read_at: crate::model::UnixMillis::now(),
                 takeover_at: None,
+                margin_ms: 0,
                 waiters: 0,
             });
             vec![(EventType::Snapshot, id, ElectionInfo::of(&election))]

@@ -2,7 +2,7 @@
 //!
 //! Every error body has the shape `{"error": {"code", "message"}}`, plus `"lock"` when it
 //! concerns a lock and `"acquired": false` on acquire (`"election"` and `"elected": false`
-//! for an election). A 5xx never says more than a
+//! for an election, `"semaphore"` for a semaphore). A 5xx never says more than a
 //! generic sentence; the cause goes to the log.
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -13,6 +13,7 @@ use tracing::warn;
 
 use super::dto::LockInfo;
 use super::election_dto::ElectionInfo;
+use super::semaphore_dto::SemaphoreInfo;
 use crate::model::{LockName, UnixMillis};
 use crate::resource::Resource;
 use crate::service::{LockSnapshot, Refusal, ServiceError};
@@ -37,13 +38,15 @@ pub enum ErrorCode {
     Superseded,
     WaitTimeout,
     LeaseEnded,
+    SemaphoreFull,
+    LimitMismatch,
     TooManyWaiters,
     RequestTimeout,
     StoreUnavailable,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidRequest,
         ErrorCode::InvalidLockName,
         ErrorCode::Unauthorized,
@@ -61,6 +64,8 @@ impl ErrorCode {
         ErrorCode::Superseded,
         ErrorCode::WaitTimeout,
         ErrorCode::LeaseEnded,
+        ErrorCode::SemaphoreFull,
+        ErrorCode::LimitMismatch,
         ErrorCode::TooManyWaiters,
         ErrorCode::RequestTimeout,
         ErrorCode::StoreUnavailable,
@@ -85,6 +90,8 @@ impl ErrorCode {
             ErrorCode::Superseded => "superseded",
             ErrorCode::WaitTimeout => "wait_timeout",
             ErrorCode::LeaseEnded => "lease_ended",
+            ErrorCode::SemaphoreFull => "semaphore_full",
+            ErrorCode::LimitMismatch => "limit_mismatch",
             ErrorCode::TooManyWaiters => "too_many_waiters",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::StoreUnavailable => "store_unavailable",
@@ -108,7 +115,9 @@ impl ErrorCode {
             | ErrorCode::CleanupTimeout
             | ErrorCode::Superseded
             | ErrorCode::WaitTimeout
-            | ErrorCode::LeaseEnded => StatusCode::CONFLICT,
+            | ErrorCode::LeaseEnded
+            | ErrorCode::SemaphoreFull
+            | ErrorCode::LimitMismatch => StatusCode::CONFLICT,
             ErrorCode::TooManyWaiters => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -122,6 +131,7 @@ pub struct ApiError {
     pub message: String,
     pub lock: Option<Box<LockInfo>>,
     pub election: Option<Box<ElectionInfo>>,
+    pub semaphore: Option<Box<SemaphoreInfo>>,
     /// Set on acquire, whose refusals also say `"acquired": false`.
     pub on_acquire: bool,
     /// The `Retry-After` header, in seconds, when the answer says when to come back.
@@ -141,6 +151,7 @@ impl ApiError {
             message: message.into(),
             lock: None,
             election: None,
+            semaphore: None,
             on_acquire: false,
             retry_after_secs,
         }
@@ -192,11 +203,13 @@ fn refused(refusal: Refusal, lock: &LockSnapshot, resource: Resource) -> ApiErro
     let (code, message) = match resource {
         Resource::Lock => lock_refusal(refusal, name, takeover_at.as_deref()),
         Resource::Election => election_refusal(refusal, name, takeover_at.as_deref()),
+        Resource::Semaphore => semaphore_refusal(refusal, name, takeover_at.as_deref()),
     };
     let mut error = ApiError::new(code, message);
     match resource {
         Resource::Lock => error.lock = Some(Box::new(LockInfo::of(lock, None))),
         Resource::Election => error.election = Some(Box::new(ElectionInfo::of(lock))),
+        Resource::Semaphore => error.semaphore = Some(Box::new(SemaphoreInfo::of(lock))),
     }
     // A `lock_held` (or `leader_exists`) says when to come back only when asking again can
     // take the lock then; other refusals keep what `ApiError::new` gives their code.
@@ -243,6 +256,7 @@ fn lock_refusal(
             ErrorCode::TooManyWaiters,
             format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
         ),
+        Refusal::LimitMismatch => unreachable_limit(name),
     }
 }
 
@@ -279,6 +293,56 @@ fn election_refusal(
             ErrorCode::TooManyWaiters,
             format!("the candidates' queue of '{name}' is full (--max-waiters-per-lock); retry later"),
         ),
+        Refusal::LimitMismatch => unreachable_limit(name),
+    }
+}
+
+/// A lock or an election has no limit, so it never refuses one; should a record say
+/// otherwise, the caller is told what is wrong.
+fn unreachable_limit(name: &LockName) -> (ErrorCode, String) {
+    (
+        ErrorCode::LimitMismatch,
+        format!("'{name}' is stored with a semaphore's limit"),
+    )
+}
+
+fn semaphore_refusal(
+    refusal: Refusal,
+    name: &LockName,
+    takeover_at: Option<&str>,
+) -> (ErrorCode, String) {
+    match refusal {
+        Refusal::LockHeld { retry_at } => (ErrorCode::SemaphoreFull, match takeover_at {
+            None => format!("every permit of semaphore '{name}' is held"),
+            Some(at) if retry_at.is_some() => format!("a lease on semaphore '{name}' has ended; its permit may be taken over at {at}, {MARGIN}"),
+            Some(at) => format!("a lease on semaphore '{name}' has ended; at {at}, {MARGIN}, the first caller queued takes its permit"),
+        }),
+        Refusal::NotOwner => (ErrorCode::NotOwner, format!("that lease does not hold a permit of semaphore '{name}'")),
+        Refusal::NameConflict => (
+            ErrorCode::NameConflict,
+            format!("semaphores nested under '{name}' exist; no semaphore can be held on their parent name"),
+        ),
+        Refusal::CleanupTimeout => (
+            ErrorCode::CleanupTimeout,
+            format!("the holder asked to give up a permit of '{name}' did not release it within the wait; it keeps the permit"),
+        ),
+        Refusal::Superseded => (
+            ErrorCode::Superseded,
+            format!("a higher-priority request for '{name}' took this request's place"),
+        ),
+        Refusal::WaitTimeout => (ErrorCode::WaitTimeout, format!("waiting_ms ran out before a permit of '{name}' was free")),
+        Refusal::LeaseEnded => (
+            ErrorCode::LeaseEnded,
+            format!("the permit granted to this request on '{name}' has ended (it ran out, or was released or taken over); acquire again, with a new request_id if you send one"),
+        ),
+        Refusal::TooManyWaiters => (
+            ErrorCode::TooManyWaiters,
+            format!("the queue of '{name}' is full (--max-waiters-per-lock); retry later"),
+        ),
+        Refusal::LimitMismatch => (
+            ErrorCode::LimitMismatch,
+            format!("semaphore '{name}' has holders or waiters under another limit; its limit changes only when it has neither"),
+        ),
     }
 }
 
@@ -290,6 +354,9 @@ impl IntoResponse for ApiError {
         }
         if let Some(election) = &self.election {
             body["election"] = serde_json::to_value(election).unwrap_or(Value::Null);
+        }
+        if let Some(semaphore) = &self.semaphore {
+            body["semaphore"] = serde_json::to_value(semaphore).unwrap_or(Value::Null);
         }
         if self.on_acquire {
             let key = if self.election.is_some() {

@@ -11,6 +11,7 @@ fn lock_held(takeover_in_ms: Option<u64>, open: bool, waiters: u64) -> Response 
         record: LockRecord::default(),
         read_at: READ_AT,
         takeover_at,
+        margin_ms: 0,
         waiters,
     };
     let refusal = Refusal::LockHeld {
@@ -57,6 +58,7 @@ fn retry_after_is_the_seconds_until_takeover_rounded_up_and_at_least_one() {
             record: LockRecord::default(),
             read_at: READ_AT,
             takeover_at: None,
+            margin_ms: 0,
             waiters: 3,
         }),
     };

@@ -25,7 +25,7 @@ use crate::engine::AcquireRequest;
 use crate::metrics::Format;
 use crate::model::{FencingToken, LeaseId, LockName, Priority, MAX_NAME_BYTES};
 use crate::resource::Resource;
-use crate::service::{Granted, Refusal, ServiceError};
+use crate::service::{Granted, LockSnapshot, Refusal, ServiceError};
 use crate::store::ListQuery;
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -152,7 +152,7 @@ pub async fn force_release(
 ) -> Reply<ForceReleased> {
     require_admin(caller.role, "force release")?;
     let actor = caller.actor(request_id.map(|Extension(id)| id.0));
-    let (lock, already_free) = app.service.force_release(&name, &actor).await?;
+    let (lock, already_free) = app.service.force_release(&name, &actor, None).await?;
     Ok(Json(ForceReleased {
         released: true,
         already_free,
@@ -175,9 +175,8 @@ pub async fn validate(
     Named { name, .. }: Named,
     QueryParams(query): QueryParams<ValidateQuery>,
 ) -> Reply {
-    let token = token_query("fencing_token", query.fencing_token.as_deref())?;
-    let current = app.service.validate(&name, FencingToken(token)).await?;
-    Ok(Json(json!({"current": current})))
+    let token = query.fencing_token.as_deref();
+    validate_on(&app, Resource::Lock, &name, "fencing_token", token).await
 }
 
 /// A fencing token (or term) in the query parameter `field`: required, and an `int64`, as
@@ -199,13 +198,46 @@ pub async fn list(
     caller: Caller,
     QueryParams(params): QueryParams<ListParams>,
 ) -> Reply {
-    let query = list_query(&caller, params)?;
-    let (locks, more) = app.service.list(&query).await?;
-    let next_cursor = more
-        .then(|| locks.last().map(|lock| lock.name.as_str()))
-        .flatten();
+    let (locks, next_cursor) = page_of(&app, Resource::Lock, &caller, params).await?;
     let locks: Vec<LockInfo> = locks.iter().map(|lock| LockInfo::of(lock, None)).collect();
     Ok(Json(json!({"locks": locks, "next_cursor": next_cursor})))
+}
+
+/// One page of the names `resource` keeps, within the caller's scope, and the cursor of
+/// the next page.
+pub(super) async fn page_of(
+    app: &AppState,
+    resource: Resource,
+    caller: &Caller,
+    params: ListParams,
+) -> Result<(Vec<LockSnapshot>, Option<String>), ApiError> {
+    let query = list_query(caller, params)?;
+    let (page, more) = app
+        .service_of(resource)
+        .list(&query)
+        .await
+        .map_err(|e| ApiError::of(e, resource))?;
+    let next_cursor = more
+        .then(|| page.last().map(|s| s.name.to_string()))
+        .flatten();
+    Ok((page, next_cursor))
+}
+
+/// Whether `raw`, the query parameter `field`, is a current token of `name` in `resource`.
+pub(super) async fn validate_on(
+    app: &AppState,
+    resource: Resource,
+    name: &LockName,
+    field: &str,
+    raw: Option<&str>,
+) -> Reply {
+    let token = token_query(field, raw)?;
+    let current = app
+        .service_of(resource)
+        .validate(name, FencingToken(token))
+        .await
+        .map_err(|e| ApiError::of(e, resource))?;
+    Ok(Json(json!({"current": current})))
 }
 
 /// The page a listing asks for, within the caller's scope.

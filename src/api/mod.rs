@@ -20,6 +20,8 @@ mod metered;
 mod queue;
 pub mod request_id;
 pub mod scoped;
+pub mod semaphore_dto;
+mod semaphores;
 pub mod token_file;
 pub mod ui;
 
@@ -30,6 +32,8 @@ pub struct AppState {
     pub service: Arc<LockService>,
     /// The same rules over another root: elections (see `elections`).
     pub elections: Arc<LockService>,
+    /// And semaphores (see `semaphores`).
+    pub semaphores: Arc<LockService>,
     pub auth: auth::Auth,
     pub limits: dto::Limits,
     pub webhooks: WebhookPolicy,
@@ -45,6 +49,7 @@ impl AppState {
         match resource {
             crate::resource::Resource::Lock => &self.service,
             crate::resource::Resource::Election => &self.elections,
+            crate::resource::Resource::Semaphore => &self.semaphores,
         }
     }
 }
@@ -58,7 +63,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 26] = [
+pub const ROUTES: [(&str, &str); 33] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -77,6 +82,13 @@ pub const ROUTES: [(&str, &str); 26] = [
     ("post", "/v1/elections/{name}/resign"),
     ("get", "/v1/elections/{name}/validate"),
     ("get", "/v1/elections/{name}/events"),
+    ("get", "/v1/semaphores"),
+    ("get", "/v1/semaphores/{name}"),
+    ("delete", "/v1/semaphores/{name}"),
+    ("post", "/v1/semaphores/{name}/acquire"),
+    ("post", "/v1/semaphores/{name}/renew"),
+    ("post", "/v1/semaphores/{name}/release"),
+    ("get", "/v1/semaphores/{name}/validate"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
@@ -110,6 +122,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/elections/{name}/resign", post(elections::resign))
         .route("/v1/elections/{name}/validate", get(elections::validate))
         .route("/v1/elections/{name}/events", get(elections::events))
+        .route("/v1/semaphores", get(semaphores::list))
+        .route(
+            "/v1/semaphores/{name}",
+            get(semaphores::get_semaphore).delete(semaphores::force_release),
+        )
+        .route("/v1/semaphores/{name}/acquire", post(semaphores::acquire))
+        .route("/v1/semaphores/{name}/renew", post(semaphores::renew))
+        .route("/v1/semaphores/{name}/release", post(semaphores::release))
+        .route("/v1/semaphores/{name}/validate", get(semaphores::validate))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))

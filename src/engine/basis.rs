@@ -157,7 +157,7 @@ impl super::AcquireRequest {
 /// instance wrote last, without reading: it is free, and no caller is marked or asks. (A
 /// grant planned on it is conditional on its version; any other decision needs a read.)
 pub fn grant_on_memory(record: &LockRecord) -> bool {
-    record.holder.is_none() && !may_have_waiters(record)
+    record.holders.is_empty() && !may_have_waiters(record)
 }
 
 /// Whether `remembered`, the queue this instance left behind `record` when it wrote it, is
@@ -188,9 +188,10 @@ pub fn remembered_turn_holds(
 }
 
 /// Whether a decision on `record`, read without its queue, can depend on the queue: a free
-/// or expired lock goes to waiters first, and a requestor may have left.
+/// or expired lock (a semaphore's free permit) goes to waiters first, and a requestor may
+/// have left.
 pub fn queue_matters(record: &LockRecord, now: UnixMillis) -> bool {
-    super::live_holder(record, now).is_none() || record.requestor.is_some()
+    super::live_holders(record, now).count() < record.permits() || record.requestor.is_some()
 }
 
 /// Whether a record this instance remembers says callers may wait (its mark or a

@@ -174,7 +174,7 @@ fn the_queue_matters_unless_a_live_holder_keeps_the_lock_and_nobody_asks() {
     let (record, _) = granted("h", NOW);
     assert!(!queue_matters(&record, NOW));
     assert!(queue_matters(&LockRecord::default(), NOW));
-    let expired = match record.holder.as_ref().unwrap().expires {
+    let expired = match record.holder().unwrap().expires {
         crate::record::Expiry::At(at) => at,
         crate::record::Expiry::Never => panic!("a granted lease runs out"),
     };

@@ -30,12 +30,49 @@ impl From<UnixMillis> for Clock {
 }
 
 impl Clock {
-    /// The holder, unless its lease has ended on every instance's clock.
-    pub(crate) fn untakeable_holder<'a>(&self, record: &'a LockRecord) -> Option<&'a Holder> {
+    /// The holders whose leases have not ended on every instance's clock.
+    fn untakeable<'a>(
+        &self,
+        record: &'a LockRecord,
+    ) -> impl DoubleEndedIterator<Item = &'a Holder> {
+        let edge = self.now.minus(self.max_skew_ms);
         record
-            .holder
-            .as_ref()
-            .filter(|h| !h.expires.has_passed(self.now.minus(self.max_skew_ms)))
+            .holders
+            .iter()
+            .filter(move |h| !h.expires.has_passed(edge))
+    }
+
+    /// The holder that keeps a caller from a grant: `None` while a permit is free or
+    /// takeable (a lock's: its holder, unless its lease has ended on every instance's clock).
+    /// When every permit is untakeable, the one a preemptor would take: the lowest priority,
+    /// the newest grant among equals (I18).
+    pub(crate) fn untakeable_holder<'a>(&self, record: &'a LockRecord) -> Option<&'a Holder> {
+        if self.free_permits(record) > 0 {
+            return None;
+        }
+        victim(record)
+    }
+
+    /// How many permits a grant may take now: those nobody holds, and those whose leases
+    /// have ended on every instance's clock.
+    pub(crate) fn free_permits(&self, record: &LockRecord) -> usize {
+        record
+            .permits()
+            .saturating_sub(self.untakeable(record).count())
+    }
+
+    /// A holder whose lease has ended on every instance's clock (the earliest to end), whose
+    /// permit a grant may take.
+    pub(crate) fn takeable_holder<'a>(&self, record: &'a LockRecord) -> Option<&'a Holder> {
+        let edge = self.now.minus(self.max_skew_ms);
+        record
+            .holders
+            .iter()
+            .filter(|h| h.expires.has_passed(edge))
+            .min_by_key(|h| match h.expires {
+                Expiry::At(at) => at,
+                Expiry::Never => UnixMillis(i64::MAX),
+            })
     }
 
     /// When `holder`'s lease may be taken over; `None` if never.
@@ -50,12 +87,19 @@ impl Clock {
     /// this clock, but perhaps not yet on another instance's. `None` outside the margin: the
     /// lock is free, its lease is live or never ends, or it may be taken over now.
     pub fn pending_takeover(&self, record: &LockRecord) -> Option<UnixMillis> {
-        let holder = self.untakeable_holder(record)?;
-        if !holder.expires.has_passed(self.now) {
-            return None;
-        }
-        self.takeover_at(holder)
+        self.untakeable_holder(record)?;
+        self.untakeable(record)
+            .filter(|h| h.expires.has_passed(self.now))
+            .filter_map(|h| self.takeover_at(h))
+            .min()
     }
+}
+
+/// The holder a preemption of `record` is about: the lowest priority, the newest grant among
+/// equals (a lock's: its holder). When every permit is untakeable, every holder is (a record
+/// has at most its limit of holders), and this is the one a preemptor takes (I18).
+pub fn victim(record: &LockRecord) -> Option<&Holder> {
+    record.holders.iter().rev().min_by_key(|h| h.priority)
 }
 
 /// When a caller refused the lock (`lock_held`) can expect to take it by asking again: the

@@ -52,7 +52,7 @@ fn there_is_no_margin_without_skew_a_holder_or_an_end() {
         None
     );
     let mut forever = record;
-    forever.holder.as_mut().unwrap().expires = Expiry::Never;
+    forever.holder_mut().unwrap().expires = Expiry::Never;
     assert_eq!(clock(expiry, SKEW).pending_takeover(&forever), None);
 }
 

@@ -2,7 +2,7 @@
 //! expiry hands the lock to, and what happens to the requestor slot meanwhile.
 //! It shares the helpers of `waiting_tests`.
 
-use super::tests::{granted, request, NOW};
+use super::tests::{delete, granted, hand_off, request, NOW};
 use super::waiting_tests::{held, ticket, waiter, with_requestor};
 use super::*;
 use crate::waiter::Watch;
@@ -73,7 +73,7 @@ fn queued_waiters_watch_their_predecessor_and_the_head_watches_the_record() {
 fn a_handed_over_waiter_sees_its_grant() {
     let w = waiter("p", 1, 1);
     let me = ticket("p", 1, Some(1000), false);
-    let record = handed_to(&LockRecord::default(), &me, NOW, None);
+    let record = handed_to(&LockRecord::default(), &me, "w", None, NOW.into(), None);
     assert_eq!(
         decide_waiting(&record, &[], &me, &w.id, false, NOW),
         WaitDecision::Granted
@@ -84,27 +84,24 @@ fn a_handed_over_waiter_sees_its_grant() {
 fn release_hands_over_to_the_live_requestor_first_then_the_queue_head() {
     let (record, lease) = granted("h", NOW);
     let (a, r) = (waiter("a", 9, 1), waiter("r", 5, 2));
-    assert_eq!(
-        decide_release(&record, &[], &lease, NOW),
-        ReleaseDecision::Delete
-    );
+    assert_eq!(decide_release(&record, &[], &lease, NOW), delete(&record));
     assert_eq!(
         decide_release(&record, std::slice::from_ref(&a), &lease, NOW),
-        ReleaseDecision::HandOff { to: a.clone() }
+        hand_off(&record, a.clone())
     );
     let with_slot = with_requestor(record.clone(), &r, 5, NOW.plus(10));
     assert_eq!(
         decide_release(&with_slot, &[a.clone(), r.clone()], &lease, NOW),
-        ReleaseDecision::HandOff { to: r.clone() }
+        hand_off(&record, r.clone())
     );
     assert_eq!(
         decide_release(&with_slot, std::slice::from_ref(&a), &lease, NOW),
-        ReleaseDecision::HandOff { to: a.clone() },
+        hand_off(&record, a.clone()),
         "a void requestor is skipped"
     );
     assert_eq!(
-        decide_force_release(&with_slot, std::slice::from_ref(&r)),
-        ReleaseDecision::HandOff { to: r }
+        decide_force_release(&with_slot, std::slice::from_ref(&r), None),
+        hand_off(&record, r)
     );
 }
 
@@ -155,7 +152,7 @@ fn a_waiter_that_outranks_a_later_holder_starts_its_request_then() {
     let w = waiter("p", 2, 1);
     let me = ticket("p", 2, Some(60_000), false);
     let mut current = held(1000);
-    current.holder.as_mut().unwrap().acquired_at = Some(NOW.plus(5000));
+    current.holder_mut().unwrap().acquired_at = Some(NOW.plus(5000));
     let at = NOW.plus(6000);
     let WaitDecision::Register { record, .. } =
         decide_waiting(&current, std::slice::from_ref(&w), &me, &w.id, false, at)
@@ -178,7 +175,7 @@ fn a_waiter_announces_itself_on_a_record_that_says_nobody_waits() {
         panic!()
     };
     assert_eq!(record.queued, Some(1));
-    assert_eq!(record.holder, current.holder);
+    assert_eq!(record.holder(), current.holder());
 }
 
 #[test]
@@ -218,10 +215,14 @@ fn an_entry_whose_lease_holds_the_lock_is_spent_and_never_handed_it() {
     assert!(spent_entry(&record, &late_join));
     // ... also once that lease has run out, or as an admin forces it out.
     let expired = LockRecord {
-        holder: record.holder.clone().map(|h| Holder {
-            expires: Expiry::At(NOW.minus(1)),
-            ..h
-        }),
+        holders: record
+            .holders
+            .iter()
+            .map(|h| Holder {
+                expires: Expiry::At(NOW.minus(1)),
+                ..h.clone()
+            })
+            .collect(),
         ..record.clone()
     };
     assert!(spent_entry(&expired, &late_join));
@@ -233,7 +234,7 @@ fn an_entry_whose_lease_holds_the_lock_is_spent_and_never_handed_it() {
 /// A ticket of the same request as `record`'s holder: the late join of its first call.
 fn late_join_of(record: &LockRecord) -> Ticket {
     let mut late_join = ticket("h", 0, None, false);
-    late_join.lease_id = record.holder.as_ref().and_then(|h| h.lease_id).unwrap();
+    late_join.lease_id = record.holder().and_then(|h| h.lease_id).unwrap();
     late_join
 }
 
@@ -257,12 +258,19 @@ fn an_entry_whose_lease_held_the_lock_one_holder_earlier_is_spent() {
     let freed = succeeding(&granted_record, LockRecord::default());
     assert!(spent_entry(&freed, &late_join));
     // A waiter handed the lock after that ends the preemptor's hold, which it then remembers.
-    let next = handed_to(&taken, &ticket("w", 0, Some(1000), false), NOW, None);
+    let next = handed_to(
+        &taken,
+        &ticket("w", 0, Some(1000), false),
+        "w",
+        taken.holder(),
+        NOW.into(),
+        None,
+    );
     assert_eq!(next.ended_lease, holder_lease(&taken));
 }
 
 fn holder_lease(record: &LockRecord) -> Option<LeaseId> {
-    record.holder.as_ref().and_then(|h| h.lease_id)
+    record.holder().and_then(|h| h.lease_id)
 }
 
 #[test]

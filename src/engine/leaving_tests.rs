@@ -59,7 +59,7 @@ fn a_vanished_entry_means_an_ended_grant_only_when_its_session_kept_it() {
 #[test]
 fn a_caller_giving_up_takes_a_lock_handed_to_it_only_if_its_entry_was_gone() {
     let me = ticket("p", 1, Some(1000), false);
-    let handed = handed_to(&LockRecord::default(), &me, NOW, None);
+    let handed = handed_to(&LockRecord::default(), &me, "w", None, NOW.into(), None);
     let (other, _) = granted("h", NOW);
     // (own delete removed the entry, record read after, basis read on, takes the lock)
     let table = [

@@ -34,7 +34,7 @@ pub fn queued_after(
 /// can hand the lock past the caller on what it knew before the caller came (I7). A free lock
 /// needs none: nobody releases it, and the head of the queue takes it.
 pub fn announce_waiter(current: &LockRecord, priority: u32) -> Option<LockRecord> {
-    if current.holder.is_none() || current.queued.is_some_and(|p| p >= priority) {
+    if current.holders.is_empty() || current.queued.is_some_and(|p| p >= priority) {
         return None;
     }
     Some(LockRecord {

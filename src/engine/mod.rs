@@ -29,6 +29,8 @@ mod handoff_tests;
 #[cfg(test)]
 mod own_grant_tests;
 #[cfg(test)]
+mod permit_tests;
+#[cfg(test)]
 mod renewal_tests;
 #[cfg(test)]
 mod tests;
@@ -39,15 +41,15 @@ pub use basis::{
     grant_on_memory, may_have_waiters, queue_matters, refusal_trust, remembered_queue_holds,
     remembered_turn_holds, Basis, Trust,
 };
-pub use clock::{retry_at, Clock};
+pub use clock::{retry_at, victim, Clock};
 pub use leaving::{
     after_leaving, gave_up_holding, gives_up_in_trouble, giving_up_reads_on, vanished,
     AfterLeaving, Vanished,
 };
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 pub use release::{
-    collectable, decide_force_release, decide_release, decide_renew, spent_entry, succeeding,
-    ReleaseDecision, RenewDecision, Renewal,
+    collectable, decide_force_release, decide_release, decide_renew, ended_by, released,
+    spent_entry, succeeding, ReleaseDecision, RenewDecision, Renewal,
 };
 pub use settle::{hold_over, landed};
 pub use waiting::{
@@ -70,6 +72,8 @@ pub struct AcquireRequest {
     /// A digest of the request body, so a reused `request_id` with another body is caught.
     pub request_digest: String,
     pub lease_id: Option<LeaseId>,
+    /// A semaphore's number of permits; `None` for a lock (one).
+    pub limit: Option<u32>,
     /// Who calls, for the audit trail.
     pub actor: crate::audit::Actor,
 }
@@ -95,6 +99,7 @@ impl AcquireRequest {
                 .map(|_| self.request_digest.clone()),
             wait_until: self.waiting_ms.map(|w| now.plus(w).0),
             received_at: now.0,
+            limit: self.limit,
             actor: self.actor.clone(),
         }
     }
@@ -139,6 +144,8 @@ pub enum AcquireRefusal {
     /// The grant this `request_id` made has ended (its lease ran out, or it was released or
     /// taken over): a retry must not report it as held.
     LeaseEnded,
+    /// A semaphore with holders or waiters has another limit (I18).
+    LimitMismatch,
 }
 
 /// What a reader sees of a lock at a given instant.
@@ -151,19 +158,29 @@ pub enum LockState {
 }
 
 pub fn state(record: &LockRecord, now: UnixMillis) -> LockState {
-    match &record.holder {
-        None => LockState::Free,
-        Some(h) if h.expires.has_passed(now) => LockState::Expired,
-        Some(_) => LockState::Held,
+    if record.holders.is_empty() {
+        LockState::Free
+    } else if live_holders(record, now).next().is_some() {
+        LockState::Held
+    } else {
+        LockState::Expired
     }
 }
 
-/// The holder, if its lease is still live at `now`.
-pub(crate) fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
+/// The holders whose leases are still live at `now`.
+pub(crate) fn live_holders(
+    record: &LockRecord,
+    now: UnixMillis,
+) -> impl Iterator<Item = &Holder> + '_ {
     record
-        .holder
-        .as_ref()
-        .filter(|h| !h.expires.has_passed(now))
+        .holders
+        .iter()
+        .filter(move |h| !h.expires.has_passed(now))
+}
+
+/// A lock's holder, if its lease is still live at `now` (a semaphore's first live one).
+pub(crate) fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
+    live_holders(record, now).next()
 }
 
 /// The holder, live or lazily expired, if `lease_id` is its lease.
@@ -172,9 +189,62 @@ pub(crate) fn holder_with_lease<'a>(
     lease_id: &LeaseId,
 ) -> Option<&'a Holder> {
     record
-        .holder
-        .as_ref()
-        .filter(|h| h.lease_id.as_ref() == Some(lease_id))
+        .holders
+        .iter()
+        .find(|h| h.lease_id.as_ref() == Some(lease_id))
+}
+
+/// Whether a caller that asks for `limit` permits may not use `record`: it has holders or
+/// waiters under another limit (I18). A lock asks for none and has none.
+pub(crate) fn limit_mismatch(record: &LockRecord, queue: &[Waiter], limit: Option<u32>) -> bool {
+    let busy = !record.holders.is_empty() || record.queued.is_some() || !queue.is_empty();
+    busy && record.limit.is_some() && record.limit != limit
+}
+
+/// `current` with `holder` granted a permit, under `limit` (the caller's: a lock's `None`).
+/// The holder goes last (grant order), in place of `ending` (a hold this write ends), or of a
+/// takeable holder when every permit is taken. A lock's grant so replaces its holder and
+/// clears the requestor slot; a semaphore's keeps a requestor other than `taker`, whose
+/// victim still holds.
+pub(crate) fn with_permit(
+    current: &LockRecord,
+    holder: Holder,
+    ending: Option<&Holder>,
+    taker: Option<&str>,
+    limit: Option<u32>,
+    clock: Clock,
+) -> LockRecord {
+    let ending = ending.or_else(|| {
+        (current.holders.len() >= current.permits())
+            .then(|| clock.takeable_holder(current))
+            .flatten()
+    });
+    let mut holders: Vec<Holder> = current
+        .holders
+        .iter()
+        .filter(|h| ending.is_none_or(|e| !h.same_grant(e)))
+        .cloned()
+        .collect();
+    holders.push(holder);
+    debug_assert!(
+        holders.len() <= limit.map_or(1, |l| l as usize),
+        "a grant without a free permit (I18)"
+    );
+    let requestor = current
+        .requestor
+        .clone()
+        .filter(|r| limit.is_some() && (taker.is_none() || r.waiter.as_deref() != taker));
+    succeeding(
+        current,
+        LockRecord {
+            holders,
+            limit,
+            requestor,
+            queued: None,
+            forced: None,
+            ended_lease: None,
+        },
+    )
 }
 
 /// The pending requestor, if it is still waiting in the queue. A requestor whose waiter is
@@ -202,10 +272,12 @@ pub fn decide_acquire(
 ) -> AcquireDecision {
     let clock = now.into();
     let now = clock.now;
-    if let (Some(holder), Some(request_id)) = (&current.holder, &request.request_id) {
-        if holder.request_id.as_deref() == Some(request_id.as_str())
-            && holder.owner == request.owner.as_str()
-        {
+    if let Some(request_id) = &request.request_id {
+        let earlier = current.holders.iter().find(|h| {
+            h.request_id.as_deref() == Some(request_id.as_str())
+                && h.owner == request.owner.as_str()
+        });
+        if let Some(holder) = earlier {
             if holder.request_digest.as_deref() != Some(request.request_digest.as_str()) {
                 return AcquireDecision::Refuse(AcquireRefusal::RequestIdReused);
             }
@@ -223,10 +295,7 @@ pub fn decide_acquire(
     // `request_id` derives its lease from it, so its retries share it: such a grant is
     // recognised above, and answered only after a read that no follower can hold back.)
     if request.request_id.is_none()
-        && current
-            .holder
-            .as_ref()
-            .is_some_and(|h| h.lease_id == Some(new_lease_id) && !h.expires.has_passed(now))
+        && holder_with_lease(current, &new_lease_id).is_some_and(|h| !h.expires.has_passed(now))
     {
         return AcquireDecision::OwnGrantLanded {
             lease_id: new_lease_id,
@@ -237,6 +306,9 @@ pub fn decide_acquire(
     // lease a new token (I11).
     if current.ended_lease == Some(new_lease_id) {
         return AcquireDecision::Refuse(AcquireRefusal::LeaseEnded);
+    }
+    if limit_mismatch(current, queue, request.limit) {
+        return AcquireDecision::Refuse(AcquireRefusal::LimitMismatch);
     }
     if let Some(holder) = request
         .lease_id
@@ -253,7 +325,7 @@ pub fn decide_acquire(
         };
         return AcquireDecision::Reacquire {
             record: LockRecord {
-                holder: Some(renewed),
+                holders: replaced(current, holder, renewed),
                 forced: None,
                 ..current.clone()
             },
@@ -269,7 +341,7 @@ pub fn decide_acquire(
             AcquireDecision::Refuse(AcquireRefusal::LockHeld)
         };
     }
-    // Free or expired: waiters come first, unless the caller outranks all of them.
+    // A permit is free or expired: waiters come first, unless the caller outranks all of them.
     match queue.first() {
         Some(head) if head.priority >= priority => {
             if may_wait {
@@ -279,16 +351,33 @@ pub fn decide_acquire(
             }
         }
         _ => AcquireDecision::Grant {
-            record: succeeding(
-                current,
-                LockRecord {
-                    queued: queued_after(current, queue, None, true),
-                    ..LockRecord::held_by(new_holder(request, now, new_lease_id))
-                },
-            ),
+            record: LockRecord {
+                queued: queued_after(current, queue, None, true),
+                ..with_permit(
+                    current,
+                    new_holder(request, now, new_lease_id),
+                    None,
+                    None,
+                    request.limit,
+                    clock,
+                )
+            },
             lease_id: new_lease_id,
         },
     }
+}
+
+/// `current`'s holders with `was` (one of them) replaced by `now`, in its place.
+pub(crate) fn replaced(current: &LockRecord, was: &Holder, now: Holder) -> Vec<Holder> {
+    let mut now = Some(now);
+    current
+        .holders
+        .iter()
+        .map(|h| match h.same_grant(was) {
+            true => now.take().unwrap_or_else(|| h.clone()),
+            false => h.clone(),
+        })
+        .collect()
 }
 
 fn new_holder(request: &AcquireRequest, now: UnixMillis, lease_id: LeaseId) -> Holder {
@@ -315,31 +404,38 @@ pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
     }
 }
 
-/// The record that hands the lock, whose record is `current`, to `ticket`'s waiter (any
-/// requestor slot is spent); `queued` is what it says of the queue (see `queued_after`).
+/// The record that hands the lock (a permit), whose record is `current`, to `ticket`'s waiter
+/// `taker`, in place of `ending` (see `with_permit`); `queued` is what it says of the queue
+/// (see `queued_after`).
 pub fn handed_to(
     current: &LockRecord,
     ticket: &Ticket,
-    now: UnixMillis,
+    taker: &str,
+    ending: Option<&Holder>,
+    clock: Clock,
     queued: Option<u32>,
 ) -> LockRecord {
-    succeeding(
-        current,
-        LockRecord {
-            queued,
-            ..LockRecord::held_by(holder_from(ticket, now))
-        },
-    )
+    LockRecord {
+        queued,
+        ..with_permit(
+            current,
+            holder_from(ticket, clock.now),
+            ending,
+            Some(taker),
+            ticket.limit,
+            clock,
+        )
+    }
 }
 
-/// True only while `token` is the token of the live holder (I3: no margin here).
+/// True only while `token` is the token of a live holder (I3: no margin here).
 pub fn is_current(record: &LockRecord, token: FencingToken, now: UnixMillis) -> bool {
-    live_holder(record, now).is_some_and(|h| h.fencing_token == Some(token))
+    live_holders(record, now).any(|h| h.fencing_token == Some(token))
 }
 
-/// Milliseconds left on the holder's lease; `None` when free or never expiring.
+/// Milliseconds left on a lock holder's lease; `None` when free or never expiring.
 pub fn remaining_ms(record: &LockRecord, now: UnixMillis) -> Option<u64> {
-    match record.holder.as_ref()?.expires {
+    match record.holder()?.expires {
         Expiry::Never => None,
         Expiry::At(at) => Some(now.millis_until(at)),
     }

@@ -5,7 +5,8 @@
 //! `spent_entry` never grants a lease that holds the lock or held it just before); see
 //! DESIGN.md, "Invariants".
 
-use super::{holder_with_lease, live_requestor, state, LockState};
+use super::{holder_with_lease, live_requestor, replaced, state, LockState};
+use crate::model::FencingToken;
 use crate::model::{LeaseId, UnixMillis};
 use crate::record::{Expiry, Holder, LockRecord};
 use crate::waiter::{Ticket, Waiter};
@@ -18,10 +19,11 @@ pub enum RenewDecision {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReleaseDecision {
-    /// Remove the record: nobody needs it any more.
-    Delete,
-    /// Pass the lock to this waiter in the same write that ends the current lease.
-    HandOff { to: Waiter },
+    /// End `ending`'s hold with nobody to pass it to: write `released(record, ending)` (for
+    /// a lock, a free record, which the collector removes).
+    Delete { ending: Box<Holder> },
+    /// Pass `ending`'s lock (or permit) to this waiter in the same write that ends its lease.
+    HandOff { to: Waiter, ending: Box<Holder> },
     /// Nothing to do: the lock is free, or its lease ran out.
     AlreadyFree,
     /// Another caller holds a live lease.
@@ -76,7 +78,7 @@ pub fn decide_renew(
         renewed.message = message.clone();
     }
     RenewDecision::Write(Box::new(LockRecord {
-        holder: Some(renewed),
+        holders: replaced(current, holder, renewed),
         forced: None,
         ..current.clone()
     }))
@@ -100,20 +102,42 @@ pub fn spent_entry(record: &LockRecord, ticket: &Ticket) -> bool {
 /// is built through here; one that keeps the holder (a renewal, a re-acquire, a mark, the
 /// requestor slot) copies the rest of `current`, this field with it (I11).
 pub fn succeeding(current: &LockRecord, next: LockRecord) -> LockRecord {
-    let hold_ends = match (&current.holder, &next.holder) {
-        (Some(was), Some(will)) => !was.same_grant(will),
-        (Some(_), None) => true,
-        (None, _) => false,
-    };
-    let ending = current.holder.as_ref().and_then(|h| h.lease_id);
+    let ended = ended_by(current, &next);
     LockRecord {
-        ended_lease: if hold_ends {
-            ending.or(current.ended_lease)
-        } else {
-            current.ended_lease
+        ended_lease: match ended {
+            Some(was) => was.lease_id.or(current.ended_lease),
+            None => current.ended_lease,
         },
         ..next
     }
+}
+
+/// The hold of `before` that `after` ends, if any (a write ends at most one).
+pub fn ended_by<'a>(before: &'a LockRecord, after: &LockRecord) -> Option<&'a Holder> {
+    before
+        .holders
+        .iter()
+        .rfind(|was| !after.holders.iter().any(|h| was.same_grant(h)))
+}
+
+/// The record once `ending`'s hold ends with nobody to pass it to: for a lock, a free
+/// record; for a semaphore, its other holders under its limit (free when none is left).
+pub fn released(current: &LockRecord, ending: &Holder) -> LockRecord {
+    let holders: Vec<Holder> = current
+        .holders
+        .iter()
+        .filter(|h| !h.same_grant(ending))
+        .cloned()
+        .collect();
+    let next = match holders.is_empty() {
+        true => LockRecord::default(),
+        false => LockRecord {
+            holders,
+            limit: current.limit,
+            ..LockRecord::default()
+        },
+    };
+    succeeding(current, next)
 }
 
 /// Who gets the lock when its holder lets go: the live requestor, else the queue's head (I7).
@@ -125,10 +149,11 @@ fn successor(current: &LockRecord, queue: &[Waiter]) -> Option<Waiter> {
         .cloned()
 }
 
-fn let_go(current: &LockRecord, queue: &[Waiter]) -> ReleaseDecision {
+fn let_go(current: &LockRecord, queue: &[Waiter], ending: &Holder) -> ReleaseDecision {
+    let ending = Box::new(ending.clone());
     match successor(current, queue) {
-        Some(to) => ReleaseDecision::HandOff { to },
-        None => ReleaseDecision::Delete,
+        Some(to) => ReleaseDecision::HandOff { to, ending },
+        None => ReleaseDecision::Delete { ending },
     }
 }
 
@@ -138,8 +163,8 @@ pub fn decide_release(
     lease_id: &LeaseId,
     now: UnixMillis,
 ) -> ReleaseDecision {
-    if holder_with_lease(current, lease_id).is_some() {
-        return let_go(current, queue);
+    if let Some(holder) = holder_with_lease(current, lease_id) {
+        return let_go(current, queue, holder);
     }
     match state(current, now) {
         LockState::Held => ReleaseDecision::NotOwner,
@@ -147,12 +172,24 @@ pub fn decide_release(
     }
 }
 
-/// An admin's force release removes whatever holds the lock; waiters get it as on release.
-pub fn decide_force_release(current: &LockRecord, queue: &[Waiter]) -> ReleaseDecision {
-    if current.holder.is_none() {
-        return ReleaseDecision::AlreadyFree;
+/// An admin's force release removes whatever holds the lock (a semaphore's first permit, or
+/// the one whose token is `token`); waiters get it as on release.
+pub fn decide_force_release(
+    current: &LockRecord,
+    queue: &[Waiter],
+    token: Option<FencingToken>,
+) -> ReleaseDecision {
+    let ending = match token {
+        None => current.holders.first(),
+        Some(token) => current
+            .holders
+            .iter()
+            .find(|h| h.fencing_token == Some(token)),
+    };
+    match ending {
+        Some(holder) => let_go(current, queue, holder),
+        None => ReleaseDecision::AlreadyFree,
     }
-    let_go(current, queue)
 }
 
 /// Whether a record may be collected (deleted by the collector, I12): free, with no queue

@@ -22,7 +22,7 @@ fn a_strict_renewal_is_refused_from_the_lease_end_on() {
         panic!("a live lease is renewed")
     };
     assert_eq!(
-        renewed.holder.as_ref().unwrap().expires,
+        renewed.holder().unwrap().expires,
         Expiry::At(NOW.plus(1999))
     );
     for at in [NOW.plus(1000), NOW.plus(1001), NOW.plus(60_000)] {
@@ -49,7 +49,7 @@ fn a_proclaim_replaces_the_value_and_keeps_the_term() {
     else {
         panic!("the leader may proclaim")
     };
-    let holder = proclaimed.holder.as_ref().unwrap();
+    let holder = proclaimed.holder().unwrap();
     assert_eq!(holder.message, "10.0.0.2:80");
     assert_eq!(holder.fencing_token, Some(FencingToken(77)));
     assert_eq!(holder.lease_id, Some(lease));
@@ -58,7 +58,7 @@ fn a_proclaim_replaces_the_value_and_keeps_the_term() {
         panic!()
     };
     assert_eq!(
-        kept.holder.unwrap().message,
+        kept.holder().cloned().unwrap().message,
         "10.0.0.2:80",
         "a renewal keeps it"
     );

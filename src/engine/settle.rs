@@ -5,7 +5,8 @@
 //! and `hold_over` a release's end on the latest copy only.
 
 use super::Basis;
-use crate::record::LockRecord;
+use crate::model::LeaseId;
+use crate::record::{Holder, LockRecord};
 
 /// Whether a write of `written` over `before`, whose answer was lost, landed, judged on
 /// `now` read after it (after a `sync`, so not from a follower that lags behind the write;
@@ -16,41 +17,34 @@ use crate::record::LockRecord;
 /// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
 /// This is I10's test (DESIGN.md).
 pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
-    let lease = |record: Option<&LockRecord>| {
+    let leases = |record: Option<&LockRecord>| -> Vec<LeaseId> {
         record
-            .and_then(|r| r.holder.as_ref())
-            .and_then(|h| h.lease_id)
+            .map(|r| r.holders.iter().filter_map(|h| h.lease_id).collect())
+            .unwrap_or_default()
     };
-    let (was, will) = (lease(before), lease(Some(written)));
-    if will != was {
-        return match will {
-            Some(granted) => lease(Some(now)) == Some(granted),
-            None => lease(Some(now)) != was,
-        };
+    let (was, will, is) = (leases(before), leases(Some(written)), leases(Some(now)));
+    // One write grants at most one lease, and ends at most one.
+    if let Some(granted) = will.iter().find(|l| !was.contains(l)) {
+        return is.contains(granted);
+    }
+    if let Some(ended) = was.iter().find(|l| !will.contains(l)) {
+        return !is.contains(ended);
     }
     same_write(now, written)
 }
 
-/// Whether the hold that a release set out to end is over, as `now`, read on `basis`, shows.
-/// `ending` is the record the release's write replaced, when that write's lost answer was
-/// read back as not landed: that read may have gone out on another session than the write
-/// (a stand-in, a new session), not ordered after it, so the write may land after all. Only
-/// the latest copy can show the hold gone; then it has ended as the call asked, whoever ended
-/// it, and deciding again would refuse the release (the lock held by the waiter it went to)
-/// or force-release that waiter too.
-pub fn hold_over(ending: &LockRecord, now: &LockRecord, basis: Basis) -> bool {
-    let held_still = match (&ending.holder, &now.holder) {
-        (Some(was), Some(holder)) => was.same_grant(holder),
-        _ => false,
-    };
+/// Whether the hold of `ending`, which a release (or force release) set out to end, is over,
+/// as `now` read on `basis` shows: only a copy no follower holds back can show it gone
+/// (I10), and a copy that shows it still there says it is not over yet.
+pub fn hold_over(ending: &Holder, now: &LockRecord, basis: Basis) -> bool {
+    let held_still = now.holders.iter().any(|h| ending.same_grant(h));
     basis == Basis::Latest && !held_still
 }
 
-/// Equal apart from the fencing token, which a grant leaves for the store to fill in.
 fn same_write(stored: &LockRecord, written: &LockRecord) -> bool {
     let strip = |record: &LockRecord| {
         let mut record = record.clone();
-        if let Some(holder) = &mut record.holder {
+        for holder in &mut record.holders {
             holder.fencing_token = None;
         }
         record
@@ -100,12 +94,12 @@ mod tests {
     fn a_renewal_landed_only_when_the_record_is_exactly_as_written() {
         let (before, _) = granted("a", NOW);
         let mut renewed = before.clone();
-        renewed.holder.as_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(120_000));
+        renewed.holder_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(120_000));
         assert!(landed(Some(&before), &renewed, &renewed));
         assert!(!landed(Some(&before), &renewed, &before));
         // The fencing token, which the store fills in, does not count.
         let mut tokenless = renewed.clone();
-        tokenless.holder.as_mut().unwrap().fencing_token = None;
+        tokenless.holder_mut().unwrap().fencing_token = None;
         assert!(landed(Some(&before), &tokenless, &renewed));
     }
 
@@ -115,7 +109,7 @@ mod tests {
         let (next, _) = granted("b", NOW);
         let free = LockRecord::default();
         let mut renewed = ending.clone();
-        renewed.holder.as_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(9_000));
+        renewed.holder_mut().unwrap().expires = crate::record::Expiry::At(NOW.plus(9_000));
         // (record read, basis read on, over)
         let table = [
             (&free, Basis::Latest, true),
@@ -127,7 +121,8 @@ mod tests {
             (&free, Basis::Remembered, false),
         ];
         for (i, (now, basis, over)) in table.into_iter().enumerate() {
-            assert_eq!(hold_over(&ending, now, basis), over, "row {i}");
+            let ending = ending.holder().unwrap();
+            assert_eq!(hold_over(ending, now, basis), over, "row {i}");
         }
     }
 }

@@ -18,7 +18,23 @@ pub(super) fn request(owner: &str) -> AcquireRequest {
         request_id: None,
         request_digest: "d1".into(),
         lease_id: None,
+        limit: None,
         actor: Default::default(),
+    }
+}
+
+/// The release decision that ends `record`'s (a lock's) hold with nobody waiting.
+pub(super) fn delete(record: &LockRecord) -> ReleaseDecision {
+    ReleaseDecision::Delete {
+        ending: Box::new(record.holder().unwrap().clone()),
+    }
+}
+
+/// The release decision that hands `record`'s lock to `to`.
+pub(super) fn hand_off(record: &LockRecord, to: crate::waiter::Waiter) -> ReleaseDecision {
+    ReleaseDecision::HandOff {
+        to,
+        ending: Box::new(record.holder().unwrap().clone()),
     }
 }
 
@@ -44,7 +60,7 @@ fn a_free_lock_is_granted_with_a_new_lease() {
         panic!("{decision:?}")
     };
     assert_eq!(lease_id, lease);
-    let holder = record.holder.unwrap();
+    let holder = record.holder().cloned().unwrap();
     assert_eq!(holder.owner, "a");
     assert_eq!(holder.expires, Expiry::At(UnixMillis(1_001_000)));
     assert_eq!(holder.acquired_at, Some(NOW));
@@ -87,7 +103,7 @@ fn an_expired_lock_is_granted_to_the_next_caller() {
 #[test]
 fn a_never_expiring_helix_lease_stays_held() {
     let (mut record, _) = granted("a", NOW);
-    record.holder.as_mut().unwrap().expires = Expiry::Never;
+    record.holder_mut().unwrap().expires = Expiry::Never;
     let far = UnixMillis(i64::MAX - 1);
     assert_eq!(state(&record, far), LockState::Held);
     assert_eq!(remaining_ms(&record, far), None);
@@ -120,7 +136,7 @@ fn reacquire_keeps_lease_token_and_requestor_and_updates_the_rest() {
         panic!("{decision:?}")
     };
     assert_eq!(lease_id, lease);
-    let holder = new.holder.as_ref().unwrap();
+    let holder = new.holder().unwrap();
     assert_eq!(holder.fencing_token, Some(FencingToken(77)));
     assert_eq!(holder.expires, Expiry::At(later.plus(5000)));
     assert_eq!(holder.message, "new");
@@ -188,7 +204,7 @@ fn renew_extends_from_now_and_may_change_the_length() {
         panic!()
     };
     assert_eq!(
-        same_len.holder.as_ref().unwrap().expires,
+        same_len.holder().unwrap().expires,
         Expiry::At(later.plus(1000))
     );
     let RenewDecision::Write(longer) =
@@ -196,7 +212,7 @@ fn renew_extends_from_now_and_may_change_the_length() {
     else {
         panic!()
     };
-    let holder = longer.holder.unwrap();
+    let holder = longer.holder().cloned().unwrap();
     assert_eq!(holder.expires, Expiry::At(later.plus(9000)));
     assert_eq!(holder.lease_ms, Some(9000));
     assert_eq!(holder.fencing_token, Some(FencingToken(77)));
@@ -223,13 +239,10 @@ fn renew_works_after_lazy_expiry_but_not_for_strangers() {
 fn release_rules() {
     let (record, lease) = granted("a", NOW);
     let stranger = LeaseId::random();
-    assert_eq!(
-        decide_release(&record, &[], &lease, NOW),
-        ReleaseDecision::Delete
-    );
+    assert_eq!(decide_release(&record, &[], &lease, NOW), delete(&record));
     assert_eq!(
         decide_release(&record, &[], &lease, NOW.plus(5000)),
-        ReleaseDecision::Delete
+        delete(&record)
     );
     assert_eq!(
         decide_release(&record, &[], &stranger, NOW),
@@ -249,9 +262,9 @@ fn release_rules() {
 #[test]
 fn force_release_removes_any_holder() {
     let (record, _) = granted("a", NOW);
-    assert_eq!(decide_force_release(&record, &[]), ReleaseDecision::Delete);
+    assert_eq!(decide_force_release(&record, &[], None), delete(&record));
     assert_eq!(
-        decide_force_release(&LockRecord::default(), &[]),
+        decide_force_release(&LockRecord::default(), &[], None),
         ReleaseDecision::AlreadyFree
     );
 }
@@ -284,7 +297,11 @@ fn a_joining_caller_writes_the_record_only_when_it_would_be_passed_over() {
     let (held, _) = granted("a", NOW);
     let marked = announce_waiter(&held, 3).expect("nobody was queued");
     assert_eq!(marked.queued, Some(3));
-    assert_eq!(marked.holder, held.holder, "only the queue mark changes");
+    assert_eq!(
+        marked.holder(),
+        held.holder(),
+        "only the queue mark changes"
+    );
     assert_eq!(
         announce_waiter(&marked, 3),
         None,

@@ -7,8 +7,8 @@
 //! otherwise is `leaving`'s) and I15 (`over_waiters_cap`, `admission`).
 
 use super::{
-    announce_waiter, handed_to, live_requestor, may_preempt, queued_after, refusal_trust, Basis,
-    Clock, Trust,
+    announce_waiter, handed_to, holder_with_lease, limit_mismatch, live_requestor, may_preempt,
+    queued_after, refusal_trust, Basis, Clock, Trust,
 };
 use crate::model::UnixMillis;
 use crate::record::{Forced, Holder, LockRecord, Requestor};
@@ -23,6 +23,8 @@ pub enum WaitFailure {
     /// This caller's lease held the lock in the hold that ended last: its request was granted
     /// (to this call, its answer lost, or to a retry) and that grant has ended (I11).
     LeaseEnded,
+    /// A semaphore came to be held under another limit than this caller's (I18).
+    LimitMismatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,7 +139,7 @@ pub fn decide_waiting(
 ) -> WaitDecision {
     let clock = now.into();
     let now = clock.now;
-    if current.holder.as_ref().and_then(|h| h.lease_id) == Some(me.lease_id) {
+    if holder_with_lease(current, &me.lease_id).is_some() {
         return WaitDecision::Granted;
     }
     if current.ended_lease == Some(me.lease_id) {
@@ -154,14 +156,20 @@ pub fn decide_waiting(
         watch: Watch::Predecessor(queue[position - 1].id.clone()),
     };
 
+    if limit_mismatch(current, queue, me.limit) {
+        return WaitDecision::Fail(WaitFailure::LimitMismatch);
+    }
     let Some(holder) = clock.untakeable_holder(current) else {
-        // Free, or the lease ran out: the head takes it (nothing was written at expiry).
-        return if position == 0 {
+        // Free, or the lease ran out: the head takes it (nothing was written at expiry); of
+        // a semaphore, as many from the head as there are permits to take.
+        return if position < clock.free_permits(current) {
             WaitDecision::Take {
                 record: Box::new(handed_to(
                     current,
                     me,
-                    now,
+                    my_id,
+                    None,
+                    clock,
                     queued_after(current, queue, Some(my_id), true),
                 )),
                 revoked: None,
@@ -182,8 +190,9 @@ pub fn decide_waiting(
                 revoking(
                     current,
                     me,
+                    my_id,
                     holder,
-                    now,
+                    clock,
                     queued_after(current, queue, Some(my_id), true),
                 )
             } else {
@@ -211,8 +220,9 @@ pub fn decide_waiting(
             return revoking(
                 current,
                 me,
+                my_id,
                 holder,
-                now,
+                clock,
                 queued_after(current, queue, Some(my_id), true),
             );
         }
@@ -281,14 +291,15 @@ pub fn decide_waiting(
 fn revoking(
     current: &LockRecord,
     me: &Ticket,
+    my_id: &str,
     holder: &Holder,
-    now: UnixMillis,
+    clock: Clock,
     queued: Option<u32>,
 ) -> WaitDecision {
     WaitDecision::Take {
         record: Box::new(LockRecord {
             forced: Some(Forced::Preemption),
-            ..handed_to(current, me, now, queued)
+            ..handed_to(current, me, my_id, Some(holder), clock, queued)
         }),
         revoked: Some(Box::new(holder.clone())),
     }

@@ -26,7 +26,7 @@ pub(super) fn ticket(
 /// A lock held by "h" at priority 1 with the given cleanup window.
 pub(super) fn held(cleanup_ms: u64) -> LockRecord {
     let (mut record, _) = granted("h", NOW);
-    let holder = record.holder.as_mut().unwrap();
+    let holder = record.holder_mut().unwrap();
     holder.priority = 1;
     holder.cleanup_ms = cleanup_ms;
     holder.expires = Expiry::At(NOW.plus(60_000));
@@ -140,11 +140,12 @@ fn the_first_preemptor_registers_with_a_deadline_from_the_holders_cleanup() {
         panic!("{decision:?}")
     };
     assert!(first);
-    let slot = record.requestor.unwrap();
+    let slot = record.requestor.clone().unwrap();
     assert_eq!(slot.waiter.as_deref(), Some(w.id.as_str()));
     assert_eq!(slot.cleanup_deadline, Some(NOW.plus(1000)));
     assert_eq!(
-        record.holder, current.holder,
+        record.holder(),
+        current.holder(),
         "the holder keeps the lock meanwhile"
     );
 }
@@ -222,7 +223,8 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
     };
     assert!(kept.requestor.is_none());
     assert_eq!(
-        kept.holder, record.holder,
+        kept.holder(),
+        record.holder(),
         "a non-forceful requestor leaves the holder in place"
     );
     let forceful = ticket("p", 2, Some(300), true);
@@ -240,7 +242,10 @@ fn a_requestor_waits_then_forces_or_gives_up_at_the_earlier_of_its_wait_and_the_
     else {
         panic!()
     };
-    assert_eq!(taken.holder.unwrap().lease_id, Some(forceful.lease_id));
+    assert_eq!(
+        taken.holder().cloned().unwrap().lease_id,
+        Some(forceful.lease_id)
+    );
     assert_eq!(revoked.unwrap().owner, "h");
 }
 
@@ -349,7 +354,7 @@ fn a_waiter_that_left_withdraws_its_requestor_slot_and_nothing_else() {
         panic!("the requestor slot is withdrawn");
     };
     assert_eq!(cleared.requestor, None);
-    assert_eq!(cleared.holder, record.holder);
+    assert_eq!(cleared.holder(), record.holder());
     assert_eq!(cleared.queued, Some(5), "others may still wait");
     // Another waiter's slot, or none, is not this waiter's to touch.
     assert_eq!(

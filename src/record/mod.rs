@@ -1,5 +1,5 @@
-//! The lock record: who holds a lock, who asked to preempt it, whether callers wait in its
-//! queue, and whose hold ended last (I11). It is stored as Apache Helix's ZNRecord JSON (`znrecord`), so that a Helix
+//! The lock record: who holds a lock (or the permits of a semaphore), who asked to preempt
+//! a holder, whether callers wait in its queue, and whose hold ended last (I11). It is stored as Apache Helix's ZNRecord JSON (`znrecord`), so that a Helix
 //! client and lockwarden read the same znode the same way.
 //!
 //! Keeps I2 (DESIGN.md, "Invariants"): a grant's token is its granting write's zxid
@@ -112,10 +112,16 @@ impl Forced {
     }
 }
 
-/// Everything stored about one lock. The default is a free lock.
+/// Everything stored about one lock, or one semaphore. The default is a free lock.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockRecord {
-    pub holder: Option<Holder>,
+    /// The current (possibly expired) holders, in grant order: at most one for a lock, at
+    /// most `limit` for a semaphore (I18). Only the last may lack its stored token: one
+    /// write grants at most one permit.
+    pub holders: Vec<Holder>,
+    /// A semaphore's number of permits, while it has holders or waiters; `None` for a lock,
+    /// which has one.
+    pub limit: Option<u32>,
     pub requestor: Option<Requestor>,
     /// `Some(p)`: callers may be waiting in the lock's queue, and `p` is the highest priority
     /// any of them had (a high-water mark, kept until the queue empties). A caller that joins
@@ -138,7 +144,8 @@ pub struct LockRecord {
 impl LockRecord {
     pub fn held_by(holder: Holder) -> Self {
         LockRecord {
-            holder: Some(holder),
+            holders: vec![holder],
+            limit: None,
             requestor: None,
             queued: None,
             forced: None,
@@ -148,13 +155,29 @@ impl LockRecord {
 
     /// True when the record says nothing that a later caller needs: the znode can go.
     pub fn is_free(&self) -> bool {
-        self.holder.is_none() && self.requestor.is_none()
+        self.holders.is_empty() && self.requestor.is_none()
+    }
+
+    /// A lock's holder: its one holder (a semaphore's first permit).
+    pub fn holder(&self) -> Option<&Holder> {
+        self.holders.first()
+    }
+
+    /// A lock's holder, to change in a test.
+    #[cfg(test)]
+    pub fn holder_mut(&mut self) -> Option<&mut Holder> {
+        self.holders.first_mut()
+    }
+
+    /// How many holders the record may have: a semaphore's limit, or a lock's one.
+    pub fn permits(&self) -> usize {
+        self.limit.map_or(1, |l| l as usize)
     }
 
     /// Fills in the token of a holder whose granting write was the last write (see
     /// [`Holder::fencing_token`]): the zxid I2 rests on.
     pub fn resolve_token(&mut self, last_write_zxid: i64) {
-        if let Some(holder) = &mut self.holder {
+        for holder in &mut self.holders {
             if holder.fencing_token.is_none() {
                 holder.fencing_token = Some(FencingToken(last_write_zxid.max(0) as u64));
             }

@@ -21,24 +21,8 @@ use crate::seal::Sealer;
 impl LockRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut f: BTreeMap<&str, String> = BTreeMap::new();
-        let h = self.holder.as_ref();
-        f.insert("OWNER", h.map_or(NO_OWNER.into(), |h| h.owner.clone()));
-        f.insert("MESSAGE", h.map_or(NO_OWNER.into(), |h| h.message.clone()));
-        let timeout = match h.map(|h| h.expires) {
-            None => -1,
-            Some(Expiry::Never) => i64::MAX,
-            Some(Expiry::At(at)) => at.0,
-        };
-        f.insert("TIMEOUT", timeout.to_string());
-        f.insert("PRIORITY", h.map_or(0, |h| h.priority).to_string());
-        f.insert(
-            "WAITING_TIMEOUT",
-            ms_or_minus_one(h.and_then(|h| h.waiting_ms)),
-        );
-        f.insert(
-            "CLEANUP_TIMEOUT",
-            h.map_or("-1".into(), |h| h.cleanup_ms.to_string()),
-        );
+        let h = self.holders.first();
+        put_holder(&mut f, h);
         let r = self.requestor.as_ref();
         f.insert(
             "REQUESTOR_ID",
@@ -80,28 +64,19 @@ impl LockRecord {
             "LW_ENDED_LEASE_SEAL",
             self.ended_lease.map(|l| l.to_string()),
         );
-        if let Some(h) = h {
-            put(&mut f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
-            put(&mut f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
-            put(
-                &mut f,
-                "LW_ACQUIRED_AT",
-                h.acquired_at.map(|v| v.0.to_string()),
-            );
-            put(
-                &mut f,
-                "LW_FENCING_TOKEN",
-                h.fencing_token.map(|t| t.0.to_string()),
-            );
-            put(
-                &mut f,
-                "LW_FORCEFUL",
-                h.forceful.then(|| "true".to_string()),
-            );
-            put(&mut f, "LW_NOTIFY_URL", h.notify_url.clone());
-            put(&mut f, "LW_REQUEST_SEAL", h.request_id.clone());
-            put(&mut f, "LW_REQUEST_DIGEST", h.request_digest.clone());
-        }
+        put(&mut f, "LW_LIMIT", self.limit.map(|l| l.to_string()));
+        // A semaphore's further permits, each with the holder's fields, keyed in grant order.
+        let permits: BTreeMap<String, BTreeMap<&str, String>> = self
+            .holders
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, h)| {
+                let mut fields = BTreeMap::new();
+                put_holder(&mut fields, Some(h));
+                (format!("{PERMIT_PREFIX}{i:03}"), fields)
+            })
+            .collect();
         // Serialised straight from the map: records are written on every lock cycle.
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -109,13 +84,13 @@ impl LockRecord {
             id: &'static str,
             simple_fields: &'a BTreeMap<&'static str, String>,
             list_fields: BTreeMap<(), ()>,
-            map_fields: BTreeMap<(), ()>,
+            map_fields: &'a BTreeMap<String, BTreeMap<&'static str, String>>,
         }
         let doc = ZnRecord {
             id: "LOCK",
             simple_fields: &f,
             list_fields: BTreeMap::new(),
-            map_fields: BTreeMap::new(),
+            map_fields: &permits,
         };
         serde_json::to_vec(&doc).expect("a map of strings always serialises")
     }
@@ -149,39 +124,20 @@ impl LockRecord {
         let duration = |key: &str| long(key).and_then(|v| u64::try_from(v).ok());
         let priority = |key: &str| long(key).map_or(0, |v| v.clamp(0, i64::from(i32::MAX)) as u32);
 
-        let holder = match text("OWNER") {
-            None | Some(NO_OWNER) => None,
-            Some(owner) => Some(Holder {
-                owner: owner.to_owned(),
-                message: text("MESSAGE").unwrap_or_default().to_owned(),
-                expires: match long("TIMEOUT").unwrap_or(-1) {
-                    i64::MAX => Expiry::Never,
-                    at => Expiry::At(UnixMillis(at)),
-                },
-                priority: priority("PRIORITY"),
-                waiting_ms: duration("WAITING_TIMEOUT"),
-                cleanup_ms: duration("CLEANUP_TIMEOUT").unwrap_or(0),
-                forceful: text("LW_FORCEFUL") == Some("true"),
-                lease_id: match text("LW_LEASE_SEAL") {
-                    Some(seal) => LeaseId::parse(seal).ok(),
-                    None => text("LW_LEASE_ID")
-                        .and_then(|s| LeaseId::parse(s).ok())
-                        .map(|plain| sealer.map_or(plain, |s| s.lease(&plain))),
-                },
-                lease_ms: duration("LW_LEASE_MS"),
-                acquired_at: long("LW_ACQUIRED_AT").map(UnixMillis),
-                fencing_token: duration("LW_FENCING_TOKEN").map(FencingToken),
-                notify_url: text("LW_NOTIFY_URL").map(str::to_owned),
-                request_id: match text("LW_REQUEST_SEAL") {
-                    Some(seal) => Some(seal.to_owned()),
-                    None => text("LW_REQUEST_ID").map(|plain| match sealer {
-                        Some(s) => s.request_text(plain).as_str().to_owned(),
-                        None => plain.to_owned(),
-                    }),
-                },
-                request_digest: text("LW_REQUEST_DIGEST").map(str::to_owned),
-            }),
-        };
+        let mut holders: Vec<Holder> = read_holder(fields, sealer).into_iter().collect();
+        if let Some(permits) = doc.get("mapFields").and_then(Value::as_object) {
+            // Keys sort in grant order (`encode`).
+            let mut keys: Vec<&String> = permits
+                .keys()
+                .filter(|k| k.starts_with(PERMIT_PREFIX))
+                .collect();
+            keys.sort();
+            for key in keys {
+                if let Some(fields) = permits[key].as_object() {
+                    holders.extend(read_holder(fields, sealer));
+                }
+            }
+        }
         let requestor = match text("REQUESTOR_ID") {
             None | Some(NO_OWNER) => None,
             Some(owner) => Some(Requestor {
@@ -201,7 +157,8 @@ impl LockRecord {
             number => number.parse().ok(),
         });
         Ok(LockRecord {
-            holder,
+            holders,
+            limit: text("LW_LIMIT").and_then(|l| l.parse().ok()),
             requestor,
             queued,
             forced: match text("LW_FORCED") {
@@ -212,6 +169,85 @@ impl LockRecord {
             ended_lease: text("LW_ENDED_LEASE_SEAL").and_then(|seal| LeaseId::parse(seal).ok()),
         })
     }
+}
+
+/// The key prefix of a semaphore's second and later permits in `mapFields`.
+const PERMIT_PREFIX: &str = "LW_PERMIT_";
+
+/// Writes one holder's fields (Helix's, and lockwarden's `LW_*`); `None` writes a free
+/// lock's.
+fn put_holder(f: &mut BTreeMap<&'static str, String>, h: Option<&Holder>) {
+    f.insert("OWNER", h.map_or(NO_OWNER.into(), |h| h.owner.clone()));
+    f.insert("MESSAGE", h.map_or(NO_OWNER.into(), |h| h.message.clone()));
+    let timeout = match h.map(|h| h.expires) {
+        None => -1,
+        Some(Expiry::Never) => i64::MAX,
+        Some(Expiry::At(at)) => at.0,
+    };
+    f.insert("TIMEOUT", timeout.to_string());
+    f.insert("PRIORITY", h.map_or(0, |h| h.priority).to_string());
+    f.insert(
+        "WAITING_TIMEOUT",
+        ms_or_minus_one(h.and_then(|h| h.waiting_ms)),
+    );
+    f.insert(
+        "CLEANUP_TIMEOUT",
+        h.map_or("-1".into(), |h| h.cleanup_ms.to_string()),
+    );
+    let Some(h) = h else { return };
+    put(f, "LW_LEASE_SEAL", h.lease_id.map(|l| l.to_string()));
+    put(f, "LW_LEASE_MS", h.lease_ms.map(|v| v.to_string()));
+    put(f, "LW_ACQUIRED_AT", h.acquired_at.map(|v| v.0.to_string()));
+    put(
+        f,
+        "LW_FENCING_TOKEN",
+        h.fencing_token.map(|t| t.0.to_string()),
+    );
+    put(f, "LW_FORCEFUL", h.forceful.then(|| "true".to_string()));
+    put(f, "LW_NOTIFY_URL", h.notify_url.clone());
+    put(f, "LW_REQUEST_SEAL", h.request_id.clone());
+    put(f, "LW_REQUEST_DIGEST", h.request_digest.clone());
+}
+
+/// Reads one holder from its fields (see `put_holder`); `None` when they say "free".
+fn read_holder(fields: &serde_json::Map<String, Value>, sealer: Option<&Sealer>) -> Option<Holder> {
+    let text = |key: &str| fields.get(key).and_then(Value::as_str);
+    let long = |key: &str| text(key).and_then(|s| s.trim().parse::<i64>().ok());
+    let duration = |key: &str| long(key).and_then(|v| u64::try_from(v).ok());
+    let owner = match text("OWNER") {
+        None | Some(NO_OWNER) => return None,
+        Some(owner) => owner,
+    };
+    Some(Holder {
+        owner: owner.to_owned(),
+        message: text("MESSAGE").unwrap_or_default().to_owned(),
+        expires: match long("TIMEOUT").unwrap_or(-1) {
+            i64::MAX => Expiry::Never,
+            at => Expiry::At(UnixMillis(at)),
+        },
+        priority: long("PRIORITY").map_or(0, |v| v.clamp(0, i64::from(i32::MAX)) as u32),
+        waiting_ms: duration("WAITING_TIMEOUT"),
+        cleanup_ms: duration("CLEANUP_TIMEOUT").unwrap_or(0),
+        forceful: text("LW_FORCEFUL") == Some("true"),
+        lease_id: match text("LW_LEASE_SEAL") {
+            Some(seal) => LeaseId::parse(seal).ok(),
+            None => text("LW_LEASE_ID")
+                .and_then(|s| LeaseId::parse(s).ok())
+                .map(|plain| sealer.map_or(plain, |s| s.lease(&plain))),
+        },
+        lease_ms: duration("LW_LEASE_MS"),
+        acquired_at: long("LW_ACQUIRED_AT").map(UnixMillis),
+        fencing_token: duration("LW_FENCING_TOKEN").map(FencingToken),
+        notify_url: text("LW_NOTIFY_URL").map(str::to_owned),
+        request_id: match text("LW_REQUEST_SEAL") {
+            Some(seal) => Some(seal.to_owned()),
+            None => text("LW_REQUEST_ID").map(|plain| match sealer {
+                Some(s) => s.request_text(plain).as_str().to_owned(),
+                None => plain.to_owned(),
+            }),
+        },
+        request_digest: text("LW_REQUEST_DIGEST").map(str::to_owned),
+    })
 }
 
 fn ms_or_minus_one(ms: Option<u64>) -> String {
@@ -250,7 +286,8 @@ mod tests {
     #[test]
     fn a_record_survives_a_round_trip() {
         let record = LockRecord {
-            holder: Some(sample()),
+            holders: vec![sample()],
+            limit: None,
             requestor: Some(Requestor {
                 owner: "sre".into(),
                 priority: 9,
@@ -291,7 +328,7 @@ mod tests {
         let raw = br#"{"id":"x","simpleFields":{"OWNER":"u1","TIMEOUT":"9223372036854775807",
             "MESSAGE":"Test","CLEANUP_TIMEOUT":"oops","REQUESTOR_ID":null},"listFields":{},"mapFields":{}}"#;
         let record = LockRecord::decode(raw).unwrap();
-        let holder = record.holder.unwrap();
+        let holder = record.holder().unwrap();
         assert_eq!(holder.owner, "u1");
         assert_eq!(holder.priority, 0, "a missing PRIORITY reads as 0");
         assert_eq!(holder.expires, Expiry::Never);
@@ -312,7 +349,7 @@ mod tests {
             r#"{{"simpleFields":{{"OWNER":"u1","TIMEOUT":"1","LW_LEASE_ID":"{lease}","LW_REQUEST_ID":"r-9"}}}}"#
         );
         let record = LockRecord::decode_sealing(raw.as_bytes(), &sealer).unwrap();
-        let holder = record.holder.as_ref().unwrap();
+        let holder = record.holder().unwrap();
         assert_eq!(holder.lease_id, Some(sealer.lease(&lease)));
         let sealed_request = sealer.request_text("r-9");
         assert_eq!(holder.request_id.as_deref(), Some(sealed_request.as_str()));

@@ -206,7 +206,7 @@ impl LockService {
                     let lock = snapshot(name, &record, &queue, self.clock(now));
                     let granted = Granted {
                         lease_id,
-                        fencing_token: token_of(&record),
+                        fencing_token: token_of(&record, &lease_id),
                         lock,
                         fresh: false,
                     };
@@ -220,6 +220,15 @@ impl LockService {
                 }
                 AcquireDecision::Refuse(AcquireRefusal::RequestIdReused) => {
                     return done(Err(ServiceError::RequestIdReused))
+                }
+                AcquireDecision::Refuse(AcquireRefusal::LimitMismatch) => {
+                    return done(Err(refused(
+                        Refusal::LimitMismatch,
+                        name,
+                        &record,
+                        &queue,
+                        self.clock(now),
+                    )))
                 }
                 AcquireDecision::Refuse(AcquireRefusal::LeaseEnded) => {
                     return done(Err(refused(
@@ -242,7 +251,7 @@ impl LockService {
                     self.grant_landed(name, request, None, &found.record, found.version);
                     return done(Ok(Granted {
                         lease_id,
-                        fencing_token: token_of(&found.record),
+                        fencing_token: token_of(&found.record, &lease_id),
                         lock: snapshot(name, &found.record, &queue, self.clock(now)),
                         fresh: true,
                     }));
@@ -253,16 +262,20 @@ impl LockService {
             *sent_grant |= fresh;
             match self.put(name, stored.as_ref(), next, deadline).await? {
                 Put::Landed(written, version) => {
-                    self.grant_landed(name, request, record.holder.as_ref(), &written, version);
+                    let ended = crate::engine::ended_by(&record, &written);
+                    // What the grant replaced: a lapsed holder, or the caller's own hold.
+                    let replaced =
+                        ended.or_else(|| crate::engine::holder_with_lease(&record, &lease_id));
+                    self.grant_landed(name, request, replaced, &written, version);
                     // A fresh grant over a holder means its lease had run out (a live one is
                     // never granted over without waiting): a lazy expiry.
-                    if let (true, Some(expired)) = (fresh, &record.holder) {
+                    if let (true, Some(expired)) = (fresh, ended) {
                         self.metrics.taken_from(expired, false, now);
                     }
                     let lock = snapshot(name, &written, &queue, self.clock(now));
                     return done(Ok(Granted {
                         lease_id,
-                        fencing_token: token_of(&written),
+                        fencing_token: token_of(&written, &lease_id),
                         lock,
                         fresh,
                     }));

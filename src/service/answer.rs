@@ -16,6 +16,9 @@ pub struct LockSnapshot {
     /// When the lock may be taken over, while its lease has ended but is within the
     /// takeover margin (`engine::Clock::pending_takeover`).
     pub takeover_at: Option<UnixMillis>,
+    /// The takeover margin (`--max-clock-skew-ms`): a lapsed lease is taken over this long
+    /// after its end.
+    pub margin_ms: u64,
     pub waiters: u64,
 }
 
@@ -46,6 +49,8 @@ pub enum Refusal {
     LeaseEnded,
     /// The lock's queue holds `--max-waiters-per-lock` callers already.
     TooManyWaiters,
+    /// A semaphore with holders or waiters has another limit (I18).
+    LimitMismatch,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

@@ -77,7 +77,7 @@ impl RecordCache {
     /// entry it replaces holds the same grant (the same lease) and said so.
     pub fn remember(&self, name: &LockName, record: &LockRecord, version: Version) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let lease = |r: &LockRecord| r.holder.as_ref().and_then(|h| h.lease_id);
+        let lease = |r: &LockRecord| r.holder().and_then(|h| h.lease_id);
         let holder_here = entries.get(name).is_some_and(|before| {
             before.holder_here && lease(record).is_some() && lease(&before.record) == lease(record)
         });

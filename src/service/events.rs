@@ -26,6 +26,9 @@ impl EventKind {
             (Resource::Election, EventKind::CleanupRequested) => "election.cleanup_requested",
             (Resource::Election, EventKind::CleanupCancelled) => "election.cleanup_cancelled",
             (Resource::Election, EventKind::Revoked) => "election.revoked",
+            (Resource::Semaphore, EventKind::CleanupRequested) => "semaphore.cleanup_requested",
+            (Resource::Semaphore, EventKind::CleanupCancelled) => "semaphore.cleanup_cancelled",
+            (Resource::Semaphore, EventKind::Revoked) => "semaphore.revoked",
         }
     }
 }

@@ -17,6 +17,7 @@ fn ticket(key: &str, request_id: Option<&str>) -> Ticket {
         request_digest: None,
         wait_until: None,
         received_at: 0,
+        limit: None,
         actor: Default::default(),
     }
 }

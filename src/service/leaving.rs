@@ -102,7 +102,8 @@ impl LockService {
                 .await
             {
                 Ok(WriteOutcome::Written { .. }) => {
-                    self.emit(EventKind::CleanupCancelled, name, &record, received);
+                    let victim = crate::engine::victim(&record);
+                    self.emit(EventKind::CleanupCancelled, name, victim, &record, received);
                     return;
                 }
                 Ok(_) => continue,

@@ -21,6 +21,7 @@ fn ticket(priority: u32, key: &str) -> Ticket {
         request_digest: None,
         wait_until: None,
         received_at: 0,
+        limit: None,
         actor: Default::default(),
     }
 }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::engine;
 use crate::model::{FencingToken, LockName, UnixMillis};
-use crate::record::LockRecord;
+use crate::record::{Holder, LockRecord};
 use crate::store::{LockStore, Stored, Version};
 use crate::waiter::Waiter;
 use reading::Read;
@@ -141,6 +141,7 @@ fn snapshot(
     LockSnapshot {
         name: name.clone(),
         takeover_at: clock.pending_takeover(&record),
+        margin_ms: clock.max_skew_ms,
         record,
         read_at: clock.now,
         waiters: queue.len() as u64,
@@ -160,10 +161,9 @@ fn refused(
     }
 }
 
-fn token_of(record: &LockRecord) -> FencingToken {
-    record
-        .holder
-        .as_ref()
+/// The token of `lease_id`'s grant in `record`.
+fn token_of(record: &LockRecord, lease_id: &crate::model::LeaseId) -> FencingToken {
+    engine::holder_with_lease(record, lease_id)
         .and_then(|h| h.fencing_token)
         .unwrap_or(FencingToken(0))
 }
@@ -250,6 +250,13 @@ impl LockService {
         self
     }
 
+    /// Keeps semaphores rather than locks: the rules are the lock's over up to `limit`
+    /// holders (I18), the webhooks' types say `semaphore`.
+    pub fn for_semaphores(mut self) -> Self {
+        self.resource = crate::resource::Resource::Semaphore;
+        self
+    }
+
     fn deadline(&self) -> Instant {
         Instant::now() + self.store_timeout
     }
@@ -292,8 +299,16 @@ impl LockService {
         }
     }
 
-    fn emit(&self, kind: EventKind, name: &LockName, record: &LockRecord, caused_at: Instant) {
-        let Some(holder) = record.holder.clone() else {
+    /// Tells `holder` (if any) of `kind`; `record` says who requests (the requestor slot).
+    fn emit(
+        &self,
+        kind: EventKind,
+        name: &LockName,
+        holder: Option<&Holder>,
+        record: &LockRecord,
+        caused_at: Instant,
+    ) {
+        let Some(holder) = holder.cloned() else {
             return;
         };
         if holder.notify_url.is_none() {

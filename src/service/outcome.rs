@@ -135,6 +135,8 @@ pub(super) enum Settled {
 
 /// A write that gives the lock to another lease than holds it (for `Planted::blind_grant`).
 fn grants(current: &Stored, next: &LockRecord) -> bool {
-    let lease = |record: &LockRecord| record.holder.as_ref().and_then(|h| h.lease_id);
-    lease(next).is_some() && lease(next) != lease(&current.record)
+    next.holders
+        .iter()
+        .filter_map(|h| h.lease_id)
+        .any(|lease| crate::engine::holder_with_lease(&current.record, &lease).is_none())
 }

@@ -25,8 +25,8 @@ use crate::audit::{Actor, AuditRecord};
 use crate::engine::{self, Basis, ReleaseDecision, Trust};
 use crate::metrics::labels::LabelValue;
 use crate::metrics::{ForceOutcome, HoldEnd};
-use crate::model::{LeaseId, LockName, UnixMillis};
-use crate::record::{Forced, LockRecord};
+use crate::model::{FencingToken, LeaseId, LockName, UnixMillis};
+use crate::record::{Forced, Holder, LockRecord};
 use crate::store::{Joined, RecordWrite, Version};
 use crate::waiter::{Ticket, Waiter};
 
@@ -61,14 +61,17 @@ impl LockService {
     /// An admin's force release; the holder is told `lock.revoked`. Every call, whatever
     /// its outcome, is on the audit trail. Returns the lock as the call left it, and whether
     /// it was free already (nobody held it, so nothing was released).
+    /// `token` picks one of a semaphore's permits (`None`: its first, or a lock's holder).
     pub async fn force_release(
         &self,
         name: &LockName,
         actor: &Actor,
+        token: Option<FencingToken>,
     ) -> Result<(LockSnapshot, bool), ServiceError> {
         let received = Instant::now();
-        let decide =
-            |record: &LockRecord, queue: &[Waiter], _| engine::decide_force_release(record, queue);
+        let decide = |record: &LockRecord, queue: &[Waiter], _| {
+            engine::decide_force_release(record, queue, token)
+        };
         let result = self.let_go(name, decide, Some(Forced::Admin)).await;
         let removed = result
             .as_ref()
@@ -89,33 +92,34 @@ impl LockService {
             actor,
             owner: None,
             priority: None,
-            affected: removed.and_then(|r| r.holder.as_ref()).map(affected_by),
+            affected: removed.map(|(_, holder)| affected_by(holder)),
             reason: None,
             outcome,
         });
         let (after, removed) = result?;
         let already_free = removed.is_none();
-        if let Some(removed) = removed {
-            self.emit(EventKind::Revoked, name, &removed, received);
+        if let Some((record, holder)) = removed {
+            self.emit(EventKind::Revoked, name, Some(&holder), &record, received);
         }
         Ok((after, already_free))
     }
 
-    /// Ends the current lease as `decide` says: deletes the record, or hands the lock to the
-    /// next waiter in the same write. Returns the new state and the record it replaced.
+    /// Ends a lease as `decide` says: frees the record (a semaphore's permit), or hands the
+    /// lock (the permit) to the next waiter in the same write. Returns the new state, and the
+    /// record it replaced with the holder whose hold it ended.
     async fn let_go(
         &self,
         name: &LockName,
         decide: impl Fn(&LockRecord, &[Waiter], UnixMillis) -> ReleaseDecision,
         forced: Option<Forced>,
-    ) -> Result<(LockSnapshot, Option<LockRecord>), ServiceError> {
+    ) -> Result<(LockSnapshot, Option<(LockRecord, Holder)>), ServiceError> {
         let began = Instant::now();
         let mut basis = Basis::Cached;
         // The record whose hold a round's write set out to end, when that write's lost answer
         // was read back as not landed. That read may have gone out on another session than the
         // write (a stand-in, a new session), which is not ordered after it, so the write may
         // land after all.
-        let mut ending: Option<LockRecord> = None;
+        let mut ending: Option<(LockRecord, Holder)> = None;
         // The waiters this call's hand-offs went to (one may land late, see `ending`), and,
         // armed while a hand-off's outcome is unknown, what tells a waiter here if the call
         // ends before it knows (see `reconcile`).
@@ -140,7 +144,7 @@ impl LockService {
             // ended it (`engine::hold_over`).
             if let Some(ended) = ending
                 .as_ref()
-                .filter(|ending| engine::hold_over(ending, &record, on))
+                .filter(|(_, holder)| engine::hold_over(holder, &record, on))
             {
                 tell_handed(&self.local, name, &record, &queue, &unsettled.tried);
                 unsettled.armed = false;
@@ -170,8 +174,14 @@ impl LockService {
                 (_, Some(stored)) => stored,
             };
             // What this round writes: the record handed to the next waiter, or a free record.
+            let ended = match &decision {
+                ReleaseDecision::HandOff { ending, .. } | ReleaseDecision::Delete { ending } => {
+                    (**ending).clone()
+                }
+                _ => continue,
+            };
             let (mut expected, to, to_here) = match &decision {
-                ReleaseDecision::HandOff { to } => {
+                ReleaseDecision::HandOff { to, .. } => {
                     unsettled.tried(to);
                     let here = self.local.ticket(name, &to.id);
                     let to_here = here.is_some();
@@ -197,17 +207,20 @@ impl LockService {
                         on != Basis::Remembered,
                     );
                     (
-                        engine::handed_to(&record, &ticket, now, queued),
+                        engine::handed_to(
+                            &record,
+                            &ticket,
+                            &to.id,
+                            Some(&ended),
+                            self.clock(now),
+                            queued,
+                        ),
                         Some(to),
                         to_here,
                     )
                 }
                 // Free the record rather than delete it; the collector deletes it later.
-                _ => (
-                    engine::succeeding(&record, LockRecord::default()),
-                    None,
-                    false,
-                ),
+                _ => (engine::released(&record, &ended), None, false),
             };
             expected.forced = forced;
             // Callers joining the queue here ride on a hand-off (see `group_commit`), when
@@ -271,7 +284,7 @@ impl LockService {
                 // Gone: freed and already collected, so the release landed.
                 Settled::Collected => Some(Landed::Collected),
                 Settled::NotLanded => {
-                    ending = Some(record.clone());
+                    ending = Some((record.clone(), ended.clone()));
                     None
                 }
                 // Refused by its condition: it never lands. One before it still may.
@@ -288,14 +301,12 @@ impl LockService {
             // This write landed on the version an earlier unsettled one of this call was
             // planned on, or a later one: that one never will.
             unsettled.armed = false;
-            if let Some(ended) = &record.holder {
-                let end = match (forced, to) {
-                    (Some(_), _) => HoldEnd::Forced,
-                    (None, Some(_)) => HoldEnd::HandedOff,
-                    (None, None) => HoldEnd::Released,
-                };
-                self.metrics.hold_ended(end, ended, self.wall.now());
-            }
+            let end = match (forced, to) {
+                (Some(_), _) => HoldEnd::Forced,
+                (None, Some(_)) => HoldEnd::HandedOff,
+                (None, None) => HoldEnd::Released,
+            };
+            self.metrics.hold_ended(end, &ended, self.wall.now());
             match (to, landed) {
                 (Some(to), Landed::At(landed, version)) => {
                     self.metrics.handoffs.inc();
@@ -310,18 +321,24 @@ impl LockService {
                         .remember_with_rest(name, &landed, version, rest.clone(), to_here);
                     self.local.handed(name, &to.id, &landed, &rest);
                     drop(pending);
-                    return Ok((after, Some(record)));
+                    return Ok((after, Some((record, ended))));
                 }
                 (None, Landed::At(landed, version)) => {
                     self.cache.remember(name, &landed, version);
                     self.collector.schedule(name);
-                    return Ok((snapshot(name, &landed, &[], self.clock(now)), Some(record)));
+                    return Ok((
+                        snapshot(name, &landed, &[], self.clock(now)),
+                        Some((record, ended)),
+                    ));
                 }
                 // Found already gone (collected) after a lost answer: nothing to remember.
                 (_, Landed::Collected) => {
                     self.cache.forget(name);
                     let free = LockRecord::default();
-                    return Ok((snapshot(name, &free, &[], self.clock(now)), Some(record)));
+                    return Ok((
+                        snapshot(name, &free, &[], self.clock(now)),
+                        Some((record, ended)),
+                    ));
                 }
             }
         }

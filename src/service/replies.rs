@@ -151,8 +151,8 @@ impl LockService {
         let now = self.wall.now();
         // The record and the queue as one state, after a `sync` (one request).
         let super::Read { record, queue, .. } = self.read_latest(name, deadline).await?;
-        let live =
-            engine::live_holder(&record, now).is_some_and(|h| h.lease_id == Some(granted.lease_id));
+        let live = engine::holder_with_lease(&record, &granted.lease_id)
+            .is_some_and(|h| !h.expires.has_passed(now));
         if !live {
             return Err(refused(
                 Refusal::LeaseEnded,
@@ -163,7 +163,7 @@ impl LockService {
             ));
         }
         Ok(Granted {
-            fencing_token: token_of(&record),
+            fencing_token: token_of(&record, &granted.lease_id),
             lock: snapshot(name, &record, &queue, self.clock(now)),
             fresh: false,
             ..granted

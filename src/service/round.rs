@@ -175,7 +175,7 @@ impl LockService {
                 Ok(WriteOutcome::Written { zxid, version }) => {
                     self.metrics.handoffs.inc();
                     // Taken from a live holder (revoked), or from one whose lease ran out.
-                    match (&revoked, &record.holder) {
+                    match (&revoked, engine::ended_by(&record, &next)) {
                         (Some(live), _) => self.metrics.taken_from(live, true, now),
                         (None, Some(expired)) => self.metrics.taken_from(expired, false, now),
                         (None, None) => {}
@@ -197,7 +197,8 @@ impl LockService {
                         self.emit(
                             EventKind::Revoked,
                             name,
-                            &LockRecord::held_by(*old),
+                            Some(&old),
+                            &LockRecord::default(),
                             received,
                         );
                     }
@@ -228,19 +229,27 @@ impl LockService {
                     if ticket.priority == Priority::OVERRIDE.get() {
                         AcquireAudit::of_ticket(name, self.resource, ticket).record(
                             &self.audit,
-                            written.holder.as_ref(),
+                            engine::victim(&written),
                             "cleanup_requested",
                         );
                     }
                     if first {
-                        self.emit(EventKind::CleanupRequested, name, &written, received);
+                        let victim = engine::victim(&written);
+                        self.emit(
+                            EventKind::CleanupRequested,
+                            name,
+                            victim,
+                            &written,
+                            received,
+                        );
                     }
                 }
                 Ok(Step::Again)
             }
             WaitDecision::GiveUpCleanup { record: next } => {
                 if let Put::Landed(..) = self.put(name, stored.as_ref(), *next, deadline).await? {
-                    self.emit(EventKind::CleanupCancelled, name, &record, received);
+                    let victim = engine::victim(&record);
+                    self.emit(EventKind::CleanupCancelled, name, victim, &record, received);
                     return self
                         .leave_or_take(name, me, ticket, Refusal::CleanupTimeout)
                         .await;
@@ -252,6 +261,7 @@ impl LockService {
                     WaitFailure::WaitTimeout => Refusal::WaitTimeout,
                     WaitFailure::Superseded => Refusal::Superseded,
                     WaitFailure::LeaseEnded => Refusal::LeaseEnded,
+                    WaitFailure::LimitMismatch => Refusal::LimitMismatch,
                 };
                 self.leave_or_take(name, me, ticket, refusal).await
             }
@@ -313,7 +323,7 @@ impl LockService {
         let lock = snapshot(name, record, queue, self.clock(now));
         Granted {
             lease_id: ticket.lease_id,
-            fencing_token: token_of(record),
+            fencing_token: token_of(record, &ticket.lease_id),
             lock,
             fresh: true,
         }

@@ -26,6 +26,7 @@ fn ticket(key: &str) -> Ticket {
         request_id: None,
         request_digest: String::new(),
         lease_id: None,
+        limit: None,
         actor: Default::default(),
     };
     let lease = crate::model::LeaseId::random();

@@ -272,7 +272,7 @@ pub(crate) fn listed(query: &ListQuery, name: &LockName, record: &LockRecord) ->
     let wanted = if query.free {
         record.is_free() && record.queued.is_none()
     } else {
-        record.holder.is_some()
+        !record.holders.is_empty()
     };
     wanted
         && name.as_str().starts_with(&query.prefix)

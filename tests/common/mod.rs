@@ -100,6 +100,7 @@ pub fn zk_args(zk: &ZkServer, root: &str) -> ServeArgs {
     args.lock_root = format!("{root}/locks");
     args.state_root = format!("{root}/state");
     args.election_root = format!("{root}/elections");
+    args.semaphore_root = format!("{root}/semaphores");
     args.store_timeout_ms = 1000;
     args.gc_delay_ms = 8500;
     args.zk_session_timeout_ms = 4000;

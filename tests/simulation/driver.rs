@@ -312,6 +312,7 @@ async fn perform(
                 request_id: request_id.as_deref().map(|r| RequestId::parse(r).unwrap()),
                 request_digest: format!("{owner}/{priority}/{lease_ms}/{waiting_ms:?}"),
                 lease_id: lease_id.as_deref().map(|l| LeaseId::parse(l).unwrap()),
+                limit: None,
                 actor,
             };
             let new_lease = new_lease(request_id.as_deref(), fresh);
@@ -333,11 +334,10 @@ async fn perform(
                     status: Some(200),
                     fencing_token: lock
                         .record
-                        .holder
-                        .as_ref()
+                        .holder()
                         .and_then(|h| h.fencing_token)
                         .map(|t| t.0),
-                    expires_at: lock.record.holder.as_ref().and_then(expiry),
+                    expires_at: lock.record.holder().and_then(expiry),
                     ..Outcome::default()
                 },
                 Err(error) => failed(error),
@@ -358,7 +358,7 @@ async fn perform(
                 Err(error) => failed(error),
             }
         }
-        Call::ForceRelease => done(service.force_release(name, &actor).await.map(|_| ())),
+        Call::ForceRelease => done(service.force_release(name, &actor, None).await.map(|_| ())),
     }
 }
 
@@ -385,7 +385,7 @@ fn expiry(holder: &lockwarden::record::Holder) -> Option<i64> {
 fn acquired(outcome: AcquireOutcome) -> Outcome {
     match outcome {
         Ok(granted) => {
-            let holder = granted.lock.record.holder.as_ref();
+            let holder = granted.lock.record.holder();
             Outcome {
                 status: Some(200),
                 acquired: Some(true),

@@ -119,7 +119,8 @@ impl Run {
     async fn write(&mut self, lock: &str, holder: Option<Holder>, forced: Option<Forced>) {
         let deadline = Instant::now() + Duration::from_secs(5);
         let record = LockRecord {
-            holder,
+            holders: holder.into_iter().collect(),
+            limit: None,
             requestor: None,
             queued: None,
             forced,
@@ -349,7 +350,7 @@ impl Run {
                     (
                         e.kind,
                         e.lock.name.as_str().to_owned(),
-                        lease_of(e.lock.record.holder.as_ref()),
+                        lease_of(e.lock.record.holder()),
                     )
                 })
                 .collect();
@@ -391,12 +392,7 @@ impl Run {
         assert!(!truncated);
         let seen: Vec<(String, Option<LeaseId>)> = locks
             .iter()
-            .map(|l| {
-                (
-                    l.name.as_str().to_owned(),
-                    lease_of(l.record.holder.as_ref()),
-                )
-            })
+            .map(|l| (l.name.as_str().to_owned(), lease_of(l.record.holder())))
             .collect();
         let want: Vec<(String, Option<LeaseId>)> = match &interest {
             Interest::Lock(lock) => vec![(

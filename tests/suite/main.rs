@@ -50,6 +50,8 @@ mod release_here;
 mod rider_first_round;
 mod scopes;
 mod secrets;
+mod semaphore_contract;
+mod semaphores;
 mod shared_multi;
 mod slow_server;
 mod stalled_server;

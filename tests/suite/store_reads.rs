@@ -52,6 +52,7 @@ fn ticket(key: &str, priority: u32) -> Ticket {
         request_digest: None,
         wait_until: None,
         received_at: 0,
+        limit: None,
         actor: Default::default(),
     }
 }

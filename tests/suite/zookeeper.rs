@@ -170,6 +170,8 @@ async fn held_locks_survive_a_service_restart() {
         args.state_root.clone(),
         "--election-root".into(),
         args.election_root.clone(),
+        "--semaphore-root".into(),
+        args.semaphore_root.clone(),
     ];
     let mut first = Process::start(&flags).await;
     let http = common::http_client();

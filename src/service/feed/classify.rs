@@ -66,7 +66,7 @@ pub fn classify(
 ) -> Vec<EventType> {
     use EventType::*;
     let live = |h: &Holder| !h.expires.has_passed(now);
-    match (&before.holder, &after.holder) {
+    match (before.holder(), after.holder()) {
         (None, None) => vec![],
         (Some(old), None) => match after.forced {
             Some(Forced::Admin) => vec![ForceReleased],
@@ -144,7 +144,7 @@ mod tests {
 
     fn with(holder: Option<Holder>) -> LockRecord {
         LockRecord {
-            holder,
+            holders: holder.into_iter().collect(),
             ..LockRecord::default()
         }
     }

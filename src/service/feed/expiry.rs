@@ -93,7 +93,7 @@ pub(super) fn follow_lease(
 
 /// The end of the holder's lease (unix ms), if it has one that ends.
 pub(super) fn lease_end(record: &LockRecord) -> Option<i64> {
-    match record.holder.as_ref().map(|h| h.expires) {
+    match record.holder().map(|h| h.expires) {
         Some(Expiry::At(at)) => Some(at.0),
         _ => None,
     }

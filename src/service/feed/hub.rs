@@ -176,7 +176,7 @@ impl State {
         let known = self.known.entry(name.clone()).or_default();
         let mut events = Vec::new();
         // A lease that ran out untold and is now gone or another's: it ran out first.
-        let renewal = match (&known.record.holder, &record.holder) {
+        let renewal = match (known.record.holder(), record.holder()) {
             (Some(old), Some(new)) => old.same_grant(new),
             _ => false,
         };

@@ -72,7 +72,7 @@ async fn next(stream: &mut Subscription) -> Arc<StreamEvent> {
 
 fn held_until(end: i64) -> LockRecord {
     let mut record = held("o");
-    if let Some(holder) = record.holder.as_mut() {
+    if let Some(holder) = record.holder_mut() {
         holder.expires = crate::record::Expiry::At(UnixMillis(end));
     }
     record
