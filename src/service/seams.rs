@@ -31,6 +31,8 @@ pub struct Planted {
     pub skip_repair: bool,
     /// A strict renewal (an election's, I17) is judged as a lock's: lazily.
     pub lazy_leader: bool,
+    /// A semaphore's acquire is decided as if it had one permit more (I18).
+    pub over_grant: bool,
 }
 
 /// Where the service reads the wall clock it judges leases by: the system's, or a

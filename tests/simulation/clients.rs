@@ -1,7 +1,8 @@
 //! What a simulated client does: acquires (waiting or not, at several priorities, some with
 //! a `request_id` it retries after an unknown outcome), renews, releases, validates, lets a
 //! lease run out, force-releases now and then, and sometimes gives up on a call midway, as
-//! a client that vanishes does.
+//! a client that vanishes does. The first lock is an election's (strict renewals), the
+//! third a semaphore's (`SEMAPHORE`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +58,7 @@ pub async fn client(ctx: Arc<Ctx>, client: usize, rng: fastrand::Rng, ops: usize
             (Some(_), _) => held = None,
             (None, 0..=84) => {
                 let lock = me.rng.usize(..me.locks());
-                let call = acquire(&mut me, client, n);
+                let call = acquire(&mut me, client, n, lock);
                 let patience = patience(&mut me, waiting_of(&call));
                 let mut op = me.call(instance, lock, call.clone(), patience).await;
                 let retry = matches!(
@@ -110,7 +111,10 @@ pub async fn client(ctx: Arc<Ctx>, client: usize, rng: fastrand::Rng, ops: usize
     done
 }
 
-fn acquire(me: &mut Caller, client: usize, n: usize) -> Call {
+/// The lock a simulation keeps as a semaphore, and its limit.
+pub const SEMAPHORE: (usize, u32) = (2, 2);
+
+fn acquire(me: &mut Caller, client: usize, n: usize, lock: usize) -> Call {
     let rng = &mut me.rng;
     let priority = if rng.u32(0..100) < 60 {
         0
@@ -126,6 +130,7 @@ fn acquire(me: &mut Caller, client: usize, n: usize) -> Call {
         cleanup_ms: if rng.bool() { 0 } else { rng.u64(50..300) },
         request_id: (rng.u32(0..100) < 30).then(|| format!("c{client}-r{n}")),
         lease_id: None,
+        limit: (lock == SEMAPHORE.0).then_some(SEMAPHORE.1),
     }
 }
 

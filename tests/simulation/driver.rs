@@ -52,7 +52,7 @@ impl Setup {
         Setup {
             instances: 3,
             clients: 5,
-            locks: 2,
+            locks: 3,
             ops_per_client: 10,
             faults,
             planted: Planted::default(),
@@ -299,6 +299,7 @@ async fn perform(
             cleanup_ms,
             request_id,
             lease_id,
+            limit,
         } => {
             let request = AcquireRequest {
                 owner: Owner::parse(owner).unwrap(),
@@ -312,7 +313,7 @@ async fn perform(
                 request_id: request_id.as_deref().map(|r| RequestId::parse(r).unwrap()),
                 request_digest: format!("{owner}/{priority}/{lease_ms}/{waiting_ms:?}"),
                 lease_id: lease_id.as_deref().map(|l| LeaseId::parse(l).unwrap()),
-                limit: None,
+                limit: *limit,
                 actor,
             };
             let new_lease = new_lease(request_id.as_deref(), fresh);
@@ -330,16 +331,16 @@ async fn perform(
                 strict: *strict,
             };
             match service.renew(name, &lease, &renewal).await {
-                Ok(lock) => Outcome {
-                    status: Some(200),
-                    fencing_token: lock
-                        .record
-                        .holder()
-                        .and_then(|h| h.fencing_token)
-                        .map(|t| t.0),
-                    expires_at: lock.record.holder().and_then(expiry),
-                    ..Outcome::default()
-                },
+                Ok(lock) => {
+                    // The renewed permit (a lock's one holder).
+                    let mine = (lock.record.holders.iter()).find(|h| h.lease_id == Some(lease));
+                    Outcome {
+                        status: Some(200),
+                        fencing_token: mine.and_then(|h| h.fencing_token).map(|t| t.0),
+                        expires_at: mine.and_then(expiry),
+                        ..Outcome::default()
+                    }
+                }
                 Err(error) => failed(error),
             }
         }
@@ -385,7 +386,9 @@ fn expiry(holder: &lockwarden::record::Holder) -> Option<i64> {
 fn acquired(outcome: AcquireOutcome) -> Outcome {
     match outcome {
         Ok(granted) => {
-            let holder = granted.lock.record.holder();
+            // The caller's permit (a lock's one holder).
+            let holder =
+                (granted.lock.record.holders.iter()).find(|h| h.lease_id == Some(granted.lease_id));
             Outcome {
                 status: Some(200),
                 acquired: Some(true),

@@ -147,6 +147,13 @@ fn planted_bugs_are_caught() {
                 ..Planted::default()
             },
         ),
+        (
+            "over_grant",
+            Planted {
+                over_grant: true,
+                ..Planted::default()
+            },
+        ),
     ];
     for (bug, planted) in bugs {
         let setup = Setup {

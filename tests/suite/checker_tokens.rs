@@ -102,3 +102,56 @@ fn the_fenced_resource_refuses_lower_tokens() {
     assert!(fenced.write("wl/l1", 1));
     assert_eq!((fenced.writes(), fenced.rejections()), (5, 1));
 }
+
+/// `grant`, as a permit of a semaphore of `limit`.
+fn permit(client: usize, priority: u32, lease: &str, token: u64, at: (i64, i64), limit: u32) -> Op {
+    let mut op = grant(client, priority, lease, token, at.0, at.1);
+    if let Call::Acquire { limit: l, .. } = &mut op.call {
+        *l = Some(limit);
+    }
+    op
+}
+
+#[test]
+fn a_semaphores_grants_beyond_its_limit_are_over_limit() {
+    // Two permits live until 1009 and 1109; a third granted at 500 is one too many for 2.
+    let ops = |limit| {
+        vec![
+            permit(1, 0, "lease-a", 10, (0, 10), limit),
+            permit(2, 0, "lease-b", 20, (100, 110), limit),
+            permit(3, 0, "lease-c", 30, (400, 500), limit),
+        ]
+    };
+    only(&run(ops(2)), Check::OverLimit, 1);
+    assert!(run(ops(3)).is_clean(), "three permits of three");
+    // Two live permits of a semaphore are no overlap of a lock.
+    let two = ops(2).into_iter().take(2).collect();
+    assert!(run(two).is_clean());
+    // A higher priority may have preempted the lowest of them.
+    let mut preempting = ops(2);
+    preempting[2] = permit(3, 5, "lease-c", 30, (400, 500), 2);
+    assert!(run(preempting).is_clean());
+}
+
+#[test]
+fn a_retried_permits_grant_was_made_by_its_first_attempt() {
+    // The first attempt's answer was lost; another permit was granted after its grant; the
+    // retry is answered with the first grant's lower token.
+    let mut first = Op::new(1, 0, L, Call::acquire("c1", 0, 1000)).at(T, T + 300);
+    let mut retry = grant(1, 0, "lease-a", 10, 310, 320);
+    for op in [&mut first, &mut retry] {
+        if let Call::Acquire {
+            request_id, limit, ..
+        } = &mut op.call
+        {
+            *request_id = Some("r1".into());
+            *limit = Some(2);
+        }
+    }
+    let ops = vec![
+        first.unknown(),
+        permit(2, 0, "lease-b", 20, (100, 110), 2),
+        retry,
+    ];
+    assert!(run(ops).is_clean());
+}

@@ -34,6 +34,7 @@ impl Endpoint {
                 cleanup_ms,
                 request_id,
                 lease_id,
+                limit,
             } => {
                 let mut body = json!({"owner": owner, "lease_ms": lease_ms, "priority": priority,
                     "cleanup_ms": cleanup_ms, "waiting_ms": waiting_ms, "forceful": forceful});
@@ -43,6 +44,7 @@ impl Endpoint {
                 if let Some(id) = lease_id {
                     body["lease_id"] = json!(id);
                 }
+                assert!(limit.is_none(), "the endpoint calls locks only");
                 self.http.post(format!("{path}/acquire")).json(&body)
             }
             Call::Renew {

@@ -50,6 +50,8 @@ pub enum Call {
         request_id: Option<String>,
         /// A re-acquire by the holder of this lease.
         lease_id: Option<String>,
+        /// A semaphore's number of permits; `None` for a lock (one).
+        limit: Option<u32>,
     },
     Renew {
         lease_id: String,
@@ -80,6 +82,7 @@ impl Call {
             cleanup_ms: 0,
             request_id: None,
             lease_id: None,
+            limit: None,
         }
     }
 
@@ -288,9 +291,13 @@ impl Op {
                 lease_ms,
                 waiting_ms,
                 forceful,
+                limit,
                 ..
             } => {
                 write!(f, "acquire(p{priority} lease {lease_ms}")?;
+                if let Some(limit) = limit {
+                    write!(f, " of {limit}")?;
+                }
                 if let Some(w) = waiting_ms {
                     write!(f, " wait {w}")?;
                 }

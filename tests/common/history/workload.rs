@@ -221,6 +221,7 @@ impl Client {
             cleanup_ms: 0,
             request_id: None,
             lease_id: None,
+            limit: None,
         };
         let Some((lease_id, _)) = self.take(lock, acquire).await else {
             return;
@@ -262,6 +263,7 @@ impl Client {
             cleanup_ms,
             request_id: None,
             lease_id: None,
+            limit: None,
         };
         let Some((lease_id, token)) = self.take(&lock, acquire).await else {
             return;

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{short, Call, History, Op};
 
+mod permits;
 mod properties;
 mod report;
 
@@ -156,6 +157,8 @@ struct Checker<'h> {
     notes: Vec<String>,
     /// Per lock, its leases in grant (token) order.
     leases: BTreeMap<&'h str, Vec<Lease<'h>>>,
+    /// The semaphores (locks acquired with a `limit`), and their limits.
+    limits: HashMap<&'h str, u32>,
 }
 
 pub fn check(history: &History, config: &CheckConfig) -> Report {
@@ -166,9 +169,20 @@ pub fn check(history: &History, config: &CheckConfig) -> Report {
         violations: Vec::new(),
         notes: Vec::new(),
         leases: BTreeMap::new(),
+        limits: history
+            .ops
+            .iter()
+            .filter_map(|op| match &op.call {
+                Call::Acquire {
+                    limit: Some(limit), ..
+                } => Some((op.lock.as_str(), *limit)),
+                _ => None,
+            })
+            .collect(),
     };
     checker.collect_leases();
     checker.overlaps();
+    checker.over_limits();
     checker.token_order();
     checker.stale_validates();
     checker.lost_leases();

@@ -11,7 +11,10 @@ impl<'h> Checker<'h> {
     pub(super) fn overlaps(&mut self) {
         let tolerance = self.config.tolerance_ms;
         let mut found = Vec::new();
-        for leases in self.leases.values() {
+        for (lock, leases) in &self.leases {
+            if self.limits.contains_key(lock) {
+                continue; // a semaphore's: check 9
+            }
             for pair in leases.windows(2) {
                 let (a, b) = (&pair[0], &pair[1]);
                 let (end, end_op) = a.end();
@@ -67,12 +70,12 @@ impl<'h> Checker<'h> {
             let mut completed: Vec<&Lease> = leases.iter().collect();
             completed.sort_by_key(|l| l.grant.complete_ms);
             let mut invoked: Vec<&Lease> = leases.iter().collect();
-            invoked.sort_by_key(|l| l.grant.invoke_ms);
+            invoked.sort_by_key(|l| self.first_invoke(l));
             let mut highest: Option<&Lease> = None;
             let mut next = 0;
             for b in invoked {
                 while next < completed.len()
-                    && completed[next].grant.complete_ms < b.grant.invoke_ms
+                    && completed[next].grant.complete_ms < self.first_invoke(b)
                 {
                     let a = completed[next];
                     if highest.is_none_or(|h| a.token > h.token) {
@@ -112,6 +115,25 @@ impl<'h> Checker<'h> {
         }
     }
 
+    /// When the call that made `lease`'s grant was first invoked: a grant answered to a
+    /// retry of a `request_id` may have been made by an earlier attempt whose answer was
+    /// lost (with a lock, no other grant can come between; with a semaphore, one can).
+    fn first_invoke(&self, lease: &Lease) -> i64 {
+        let Call::Acquire {
+            request_id: Some(id),
+            ..
+        } = &lease.grant.call
+        else {
+            return lease.grant.invoke_ms;
+        };
+        (self.history.ops.iter())
+            .filter(|op| op.lock == lease.grant.lock && op.invoke_ms <= lease.grant.invoke_ms)
+            .filter(|op| matches!(&op.call, Call::Acquire { request_id: Some(x), .. } if x == id))
+            .map(|op| op.invoke_ms)
+            .min()
+            .unwrap_or(lease.grant.invoke_ms)
+    }
+
     /// Check 3.
     pub(super) fn stale_validates(&mut self) {
         let tolerance = self.config.tolerance_ms;
@@ -124,8 +146,11 @@ impl<'h> Checker<'h> {
             let Some(leases) = self.leases.get(op.lock.as_str()) else {
                 continue;
             };
+            // A semaphore's newer grant does not end an older one: only its release does.
+            let lock = !self.limits.contains_key(op.lock.as_str());
             let newer = leases
                 .iter()
+                .filter(|_| lock)
                 .filter(|l| {
                     l.token > *fencing_token && l.grant.complete_ms + tolerance < op.invoke_ms
                 })

@@ -32,10 +32,13 @@ pub enum Check {
     ///    lease could have had was past on the answering instance's clock when it was
     ///    invoked: a leader renewed after `no_leader`.
     LapsedLeader,
+    /// 9. A semaphore's grant completed while `limit` other grants of it were live (by the
+    ///    rules of check 1, less one that a higher-priority grant may have preempted).
+    OverLimit,
 }
 
 impl Check {
-    pub const ALL: [Check; 8] = [
+    pub const ALL: [Check; 9] = [
         Check::Overlap,
         Check::TokenOrder,
         Check::StaleValidate,
@@ -44,6 +47,7 @@ impl Check {
         Check::Unanswered,
         Check::Garbage,
         Check::LapsedLeader,
+        Check::OverLimit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +60,7 @@ impl Check {
             Check::Unanswered => "unanswered",
             Check::Garbage => "garbage",
             Check::LapsedLeader => "lapsed_leader",
+            Check::OverLimit => "over_limit",
         }
     }
 }
