@@ -10,8 +10,8 @@ use lockwarden_client::{Client, ElectionInfo, Error, Event, Leadership};
 
 use super::lock::Signals;
 use super::{
-    child, default_owner, duration, exit, exit_for, explain, ClientArgs, OnCleanup, MAX_LEASE,
-    MAX_WAIT,
+    child, default_owner, duration, every_page, exit, exit_for, explain, ClientArgs, OnCleanup,
+    MAX_LEASE, MAX_WAIT,
 };
 
 /// The help of an election name argument.
@@ -225,26 +225,19 @@ pub(super) async fn status(args: super::StatusArgs, client: Client) -> u8 {
 
 /// `list --election`: every election under the prefix, a line each (or a JSON array).
 pub(super) async fn list(args: super::ListArgs, client: Client) -> u8 {
-    let mut elections = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        match client
-            .elections(&args.prefix, None, cursor.as_deref())
-            .await
-        {
-            Ok(page) => {
-                elections.extend(page.elections);
-                cursor = page.next_cursor;
-            }
-            Err(error) => {
-                eprintln!("lockwarden: listing elections: {}", explain(&error));
-                return exit_for(&error, exit::NOT_ACQUIRED);
-            }
+    let prefix = args.prefix.as_str();
+    let elections = every_page("elections", |cursor| {
+        let client = client.clone();
+        async move {
+            let page = client.elections(prefix, None, cursor.as_deref()).await?;
+            Ok((page.elections, page.next_cursor))
         }
-        if cursor.is_none() {
-            break;
-        }
-    }
+    })
+    .await;
+    let elections = match elections {
+        Ok(elections) => elections,
+        Err(code) => return code,
+    };
     if args.json {
         println!(
             "{}",

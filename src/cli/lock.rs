@@ -40,8 +40,11 @@ pub(super) async fn run(args: LockArgs, client: Client) -> u8 {
             return exit::REFUSED;
         }
     };
-    let request = client
-        .lock(&args.name)
+    let request = match args.limit {
+        Some(limit) => client.semaphore(&args.name, limit),
+        None => client.lock(&args.name),
+    };
+    let request = request
         .lease(args.lease)
         .wait(args.wait)
         .priority(args.priority)
@@ -69,7 +72,12 @@ pub(super) async fn run(args: LockArgs, client: Client) -> u8 {
 /// Holds the lock until a signal (exit 0 after releasing) or its loss.
 async fn hold(guard: LockGuard, mut signals: Signals, args: &LockArgs) -> u8 {
     println!(
-        "lock={} lease_id={} fencing_token={}",
+        "{}={} lease_id={} fencing_token={}",
+        if args.limit.is_some() {
+            "semaphore"
+        } else {
+            "lock"
+        },
         guard.name(),
         guard.lease_id(),
         guard.fencing_token()

@@ -9,6 +9,7 @@ pub mod duration;
 mod election;
 mod lock;
 mod owner;
+mod semaphore;
 mod show;
 
 use std::time::Duration;
@@ -116,6 +117,12 @@ pub enum OnCleanup {
 pub struct LockArgs {
     #[arg(help = NAME_HELP)]
     pub name: String,
+    /// Hold one permit of the semaphore NAME of N permits (1 to 128) instead, as `consul
+    /// lock -n`. A semaphore is never a lock: `lock NAME -n 1` and `lock NAME` do not
+    /// exclude each other.
+    #[arg(short = 'n', long = "limit", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub limit: Option<u32>,
     /// The lease, at most 24h; renewed every third of it while CMD runs.
     #[arg(
         long,
@@ -173,8 +180,11 @@ pub struct StatusArgs {
     #[arg(help = NAME_HELP)]
     pub name: String,
     /// Show the election NAME instead (its leader, term, value and candidates).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "semaphore")]
     pub election: bool,
+    /// Show the semaphore NAME instead (its holders out of its limit, and its queue).
+    #[arg(long)]
+    pub semaphore: bool,
     /// Print the service's JSON.
     #[arg(long)]
     pub json: bool,
@@ -188,8 +198,11 @@ pub struct ListArgs {
     #[arg(long, default_value = "")]
     pub prefix: String,
     /// List elections instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "semaphore")]
     pub election: bool,
+    /// List semaphores instead.
+    #[arg(long)]
+    pub semaphore: bool,
     /// Print the locks as a JSON array.
     #[arg(long)]
     pub json: bool,
@@ -268,8 +281,10 @@ pub async fn run(command: ClientCommand) -> u8 {
     match command {
         ClientCommand::Lock(args) => lock::run(args, client).await,
         ClientCommand::Status(args) if args.election => election::status(args, client).await,
+        ClientCommand::Status(args) if args.semaphore => semaphore::status(args, client).await,
         ClientCommand::Status(args) => show::status(args, client).await,
         ClientCommand::List(args) if args.election => election::list(args, client).await,
+        ClientCommand::List(args) if args.semaphore => semaphore::list(args, client).await,
         ClientCommand::List(args) => show::list(args, client).await,
         ClientCommand::Watch(args) if args.election => election::watch(args, client).await,
         ClientCommand::Watch(args) => show::watch(args, client).await,
@@ -293,6 +308,35 @@ impl ClientCommand {
             ClientCommand::Elect(args) => &args.client,
             ClientCommand::Leader(args) => &args.client,
             ClientCommand::Observe(args) => &args.client,
+        }
+    }
+}
+
+/// Every page of a listing of `what`, following each page's cursor: `page` fetches the
+/// page after a cursor, as its items and the next cursor. A failure is told on stderr and
+/// returned as the exit code.
+pub(super) async fn every_page<T, Fut>(
+    what: &str,
+    mut page: impl FnMut(Option<String>) -> Fut,
+) -> Result<Vec<T>, u8>
+where
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), lockwarden_client::Error>>,
+{
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        match page(cursor.take()).await {
+            Ok((items, next)) => {
+                all.extend(items);
+                cursor = next;
+            }
+            Err(error) => {
+                eprintln!("lockwarden: listing {what}: {}", explain(&error));
+                return Err(exit_for(&error, exit::NOT_ACQUIRED));
+            }
+        }
+        if cursor.is_none() {
+            return Ok(all);
         }
     }
 }

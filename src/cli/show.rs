@@ -9,7 +9,8 @@ use time::{OffsetDateTime, UtcOffset};
 
 use super::duration::show;
 use super::{
-    exit, exit_for, explain, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs, WatchArgs,
+    every_page, exit, exit_for, explain, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs,
+    WatchArgs,
 };
 
 fn fail(what: &str, error: &lockwarden_client::Error) -> u8 {
@@ -65,20 +66,19 @@ pub(super) async fn status(args: StatusArgs, client: Client) -> u8 {
 }
 
 pub(super) async fn list(args: ListArgs, client: Client) -> u8 {
-    let mut locks = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        match client.list(&args.prefix, None, cursor.as_deref()).await {
-            Ok(page) => {
-                locks.extend(page.locks);
-                cursor = page.next_cursor;
-            }
-            Err(error) => return fail("listing locks", &error),
+    let prefix = args.prefix.as_str();
+    let locks = every_page("locks", |cursor| {
+        let client = client.clone();
+        async move {
+            let page = client.list(prefix, None, cursor.as_deref()).await?;
+            Ok((page.locks, page.next_cursor))
         }
-        if cursor.is_none() {
-            break;
-        }
-    }
+    })
+    .await;
+    let locks = match locks {
+        Ok(locks) => locks,
+        Err(code) => return code,
+    };
     if args.json {
         println!(
             "{}",

@@ -7,6 +7,7 @@ mod common;
 mod election;
 mod faults;
 mod flaky;
+mod semaphore;
 
 use std::time::{Duration, Instant};
 

@@ -17,6 +17,7 @@ mod checker_tokens;
 mod cleanup_signal;
 mod cli;
 mod cli_election;
+mod cli_semaphore;
 mod contract;
 mod contradicting_copy;
 mod cut_read;

@@ -137,6 +137,9 @@ impl LockRequest {
         if let Some(url) = &self.notify_url {
             body["notify_url"] = json!(url);
         }
+        if let Some(limit) = self.kind.limit() {
+            body["limit"] = json!(limit);
+        }
         body
     }
 
@@ -176,7 +179,8 @@ impl LockRequest {
         let lease_id = body["lease_id"].as_str().ok_or_else(|| bad("lease_id"))?;
         let token_field = self.kind.token_field();
         let token = body[token_field].as_u64().ok_or_else(|| bad(token_field))?;
-        let lock = self.kind.view(&body).ok_or_else(|| bad("what it holds"))?;
+        let lock =
+            (self.kind.view(&body, FencingToken(token))).ok_or_else(|| bad("what it holds"))?;
         // The grant was read no earlier than this attempt was sent, so the lease runs at
         // least `remaining_ms` from then: a bound our monotonic clock can keep.
         let remaining = lock

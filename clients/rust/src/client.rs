@@ -10,8 +10,12 @@ use crate::call::{encode, ok_or_error};
 use crate::election::CampaignRequest;
 use crate::error::Error;
 use crate::events::Watch;
+use crate::kind::Kind;
 use crate::tls;
-use crate::types::{ElectionInfo, ElectionPage, ForceReleased, LeaseId, LockInfo, LockPage};
+use crate::types::{
+    ElectionInfo, ElectionPage, ForceReleased, LeaseId, LockInfo, LockPage, SemaphoreInfo,
+    SemaphorePage,
+};
 
 /// A handle on one lockwarden service (any of its instances behind one URL). Cheap to
 /// clone; clones share connections.
@@ -126,6 +130,16 @@ impl Client {
         self.page("/v1/elections", prefix, limit, cursor).await
     }
 
+    /// One page of the semaphores whose names start with `prefix` (`GET /v1/semaphores`).
+    pub async fn semaphores(
+        &self,
+        prefix: &str,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<SemaphorePage, Error> {
+        self.page("/v1/semaphores", prefix, limit, cursor).await
+    }
+
     async fn page<T: serde::de::DeserializeOwned>(
         &self,
         root: &str,
@@ -172,6 +186,21 @@ impl Client {
     /// The event stream of one lock (`GET /v1/locks/{name}/events`).
     pub fn watch(&self, name: &str) -> Watch {
         Watch::new(self.clone(), format!("/v1/locks/{}/events", encode(name)))
+    }
+
+    /// Asks for one permit of the semaphore `name` of `limit` permits; set its options
+    /// (those of a lock's acquire), then `.acquire().await`. The guard is a lock's: it
+    /// renews its permit, tells when it is lost or asked to give way, and releases it
+    /// when dropped. A semaphore and a lock of one name are unrelated.
+    pub fn semaphore(&self, name: impl Into<String>, limit: u32) -> LockRequest {
+        LockRequest::of(Kind::Semaphore(limit), self.clone(), name.into())
+    }
+
+    /// The semaphore's holders and queue (`GET /v1/semaphores/{name}`).
+    pub async fn semaphore_info(&self, name: &str) -> Result<SemaphoreInfo, Error> {
+        let path = format!("/v1/semaphores/{}", encode(name));
+        let answer = self.call(reqwest::Method::GET, &path, None).await?;
+        ok_or_error(answer)?.parse()
     }
 
     /// Starts a campaign in the election `name`; set its options, then

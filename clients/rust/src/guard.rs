@@ -109,23 +109,23 @@ impl LockGuard {
     pub(crate) fn start(grant: Grant) -> LockGuard {
         let shared = Arc::new(Shared::new(grant.token));
         shared.judge(&grant.lock, None);
-        let tasks = vec![
-            tokio::spawn(keeper::renew(
-                grant.kind,
-                grant.client.clone(),
-                grant.name.clone(),
-                grant.lease_id.clone(),
-                grant.renew_every,
-                grant.valid_until,
-                grant.renew_now,
-                shared.clone(),
-            )),
-            tokio::spawn(keeper::watch_events(
+        let mut tasks = vec![tokio::spawn(keeper::renew(
+            grant.kind,
+            grant.client.clone(),
+            grant.name.clone(),
+            grant.lease_id.clone(),
+            grant.renew_every,
+            grant.valid_until,
+            grant.renew_now,
+            shared.clone(),
+        ))];
+        if grant.kind.has_events() {
+            tasks.push(tokio::spawn(keeper::watch_events(
                 grant.kind,
                 Watch::new(grant.client.clone(), grant.kind.path(&grant.name, "events")),
                 shared.clone(),
-            )),
-        ];
+            )));
+        }
         LockGuard {
             kind: grant.kind,
             client: grant.client,
@@ -202,7 +202,7 @@ impl LockGuard {
             .call(reqwest::Method::POST, &path, Some(&body))
             .await?;
         let answer = crate::call::ok_or_error(answer)?;
-        if let Some(view) = self.kind.view(&answer.body) {
+        if let Some(view) = self.kind.view(&answer.body, self.token) {
             self.shared.judge(&view, None);
         }
         Ok(answer.body)

@@ -116,7 +116,7 @@ pub(crate) async fn renew(
                 .await;
             let retry_after = match outcome {
                 Ok(answer) if answer.status == 200 => {
-                    match kind.view(&answer.body) {
+                    match kind.view(&answer.body, shared.token) {
                         Some(lock) => {
                             valid_until_at = valid_until(now, &lock, every);
                             shared.judge(&lock, None);

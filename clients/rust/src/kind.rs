@@ -1,18 +1,22 @@
-//! What a guard holds: a lock, or the leadership of an election. Both are kept the same way
-//! (an acquire retried with one `request_id`, renewals, the event stream); they differ in
-//! their paths, their field names, and how an answer shows the holder. An answer about an
-//! election is judged through the lock view it amounts to (`ElectionInfo::as_lock`).
+//! What a guard holds: a lock, the leadership of an election, or a permit of a semaphore.
+//! All are kept the same way (an acquire retried with one `request_id`, renewals, the event
+//! stream where there is one); they differ in their paths, their field names, and how an
+//! answer shows the holder. An answer about an election or a semaphore is judged through the
+//! lock view it amounts to (`ElectionInfo::as_lock`, `SemaphoreInfo::as_lock` of the
+//! guard's own permit).
 
 use serde_json::Value;
 
 use crate::call::encode;
 use crate::events::Event;
-use crate::types::{ElectionInfo, LockInfo};
+use crate::types::{ElectionInfo, FencingToken, LockInfo, SemaphoreInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Lock,
     Election,
+    /// A permit of a semaphore of this many.
+    Semaphore(u32),
 }
 
 impl Kind {
@@ -21,6 +25,7 @@ impl Kind {
         let root = match self {
             Kind::Lock => "/v1/locks",
             Kind::Election => "/v1/elections",
+            Kind::Semaphore(_) => "/v1/semaphores",
         };
         match action {
             "" => format!("{root}/{}", encode(name)),
@@ -31,14 +36,14 @@ impl Kind {
     /// The action that acquires, and the one that lets go.
     pub fn acquire(self) -> &'static str {
         match self {
-            Kind::Lock => "acquire",
+            Kind::Lock | Kind::Semaphore(_) => "acquire",
             Kind::Election => "campaign",
         }
     }
 
     pub fn release(self) -> &'static str {
         match self {
-            Kind::Lock => "release",
+            Kind::Lock | Kind::Semaphore(_) => "release",
             Kind::Election => "resign",
         }
     }
@@ -46,7 +51,7 @@ impl Kind {
     /// The acquire body's names for the owner and its message.
     pub fn owner_and_message(self) -> (&'static str, &'static str) {
         match self {
-            Kind::Lock => ("owner", "message"),
+            Kind::Lock | Kind::Semaphore(_) => ("owner", "message"),
             Kind::Election => ("candidate", "value"),
         }
     }
@@ -54,9 +59,22 @@ impl Kind {
     /// The grant's name for its fencing token.
     pub fn token_field(self) -> &'static str {
         match self {
-            Kind::Lock => "fencing_token",
+            Kind::Lock | Kind::Semaphore(_) => "fencing_token",
             Kind::Election => "term",
         }
+    }
+
+    /// A semaphore's limit, which its acquire sends.
+    pub fn limit(self) -> Option<u32> {
+        match self {
+            Kind::Semaphore(limit) => Some(limit),
+            _ => None,
+        }
+    }
+
+    /// Whether the service streams events of this kind (a semaphore's it does not).
+    pub fn has_events(self) -> bool {
+        !matches!(self, Kind::Semaphore(_))
     }
 
     /// The holder as a stream's event shows it (the event has parsed it already).
@@ -64,17 +82,23 @@ impl Kind {
         match self {
             Kind::Lock => event.lock.clone(),
             Kind::Election => event.election.as_ref().map(ElectionInfo::as_lock),
+            Kind::Semaphore(_) => None,
         }
     }
 
-    /// The holder as an answer shows it.
-    pub fn view(self, body: &Value) -> Option<LockInfo> {
+    /// What an answer shows of the grant of `token` (a lock's or an election's holder).
+    pub fn view(self, body: &Value, token: FencingToken) -> Option<LockInfo> {
         match self {
             Kind::Lock => serde_json::from_value(body.get("lock")?.clone()).ok(),
             Kind::Election => {
                 let election: ElectionInfo =
                     serde_json::from_value(body.get("election")?.clone()).ok()?;
                 Some(election.as_lock())
+            }
+            Kind::Semaphore(_) => {
+                let semaphore: SemaphoreInfo =
+                    serde_json::from_value(body.get("semaphore")?.clone()).ok()?;
+                Some(semaphore.as_lock(token))
             }
         }
     }

@@ -60,5 +60,5 @@ pub use events::{Event, Watch};
 pub use guard::{CleanupRequest, LockGuard, LossReason};
 pub use types::{
     ElectionInfo, ElectionPage, FencingToken, ForceReleased, Leader, LeaseId, LockInfo, LockPage,
-    LockState, RequestId, Requestor,
+    LockState, Permit, RequestId, Requestor, SemaphoreInfo, SemaphorePage,
 };
