@@ -14,8 +14,9 @@ use crate::record::{Holder, LockRecord};
 /// write that gives the lock to a new lease landed if that lease holds the lock: lease ids
 /// are unique, so nobody else wrote it, and later writes that kept the holder (a waiter's
 /// queue mark, a requestor) do not hide it. A write that ended a lease landed if that lease
-/// is gone. Any other write (a renewal, a mark) landed if the record is exactly as written.
-/// This is I10's test (DESIGN.md).
+/// is gone; one that did both, if both show (of a semaphore, another release may have
+/// handed a permit to the same waiter). Any other write (a renewal, a mark) landed if the
+/// record is exactly as written. This is I10's test (DESIGN.md).
 pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecord) -> bool {
     let leases = |record: Option<&LockRecord>| -> Vec<LeaseId> {
         record
@@ -23,12 +24,13 @@ pub fn landed(before: Option<&LockRecord>, written: &LockRecord, now: &LockRecor
             .unwrap_or_default()
     };
     let (was, will, is) = (leases(before), leases(Some(written)), leases(Some(now)));
-    // One write grants at most one lease, and ends at most one.
-    if let Some(granted) = will.iter().find(|l| !was.contains(l)) {
-        return is.contains(granted);
-    }
-    if let Some(ended) = was.iter().find(|l| !will.contains(l)) {
-        return !is.contains(ended);
+    // One write grants at most one lease, and ends at most one. Both must show: two
+    // releases of a semaphore's permits may each hand one to the same waiter, so its lease
+    // alone does not say which write landed.
+    let granted = will.iter().find(|l| !was.contains(l));
+    let ended = was.iter().find(|l| !will.contains(l));
+    if granted.is_some() || ended.is_some() {
+        return granted.is_none_or(|l| is.contains(l)) && ended.is_none_or(|l| !is.contains(l));
     }
     same_write(now, written)
 }
@@ -57,6 +59,7 @@ mod tests {
     use super::{hold_over, landed};
     use crate::engine::tests::{granted, NOW};
     use crate::engine::Basis;
+    use crate::model::LeaseId;
     use crate::record::LockRecord;
 
     #[test]
@@ -88,6 +91,26 @@ mod tests {
             !landed(Some(&before), &freed, &before),
             "still held by the lease"
         );
+    }
+
+    #[test]
+    fn a_semaphores_hand_off_landed_only_when_its_release_shows_too() {
+        let permits = |names: &[&str]| LockRecord {
+            holders: names
+                .iter()
+                .map(|n| crate::record::Holder {
+                    lease_id: Some(LeaseId::from_random_bytes([n.as_bytes()[0]; 16])),
+                    ..crate::record::Holder::minimal(n)
+                })
+                .collect(),
+            limit: Some(2),
+            ..LockRecord::default()
+        };
+        // Both holders release; each hands its permit to waiter w. The first landed.
+        let (before, written) = (permits(&["a", "b"]), permits(&["a", "w"]));
+        assert!(!landed(Some(&before), &written, &permits(&["b", "w"])));
+        assert!(landed(Some(&before), &written, &permits(&["a", "w"])));
+        assert!(landed(Some(&before), &written, &permits(&["w"])));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{Context, Job, Next, Repair};
-use crate::engine::{holder_with_lease, succeeding};
+use crate::engine::{holder_with_lease, released};
 use crate::model::{LeaseId, LockName};
 use crate::record::LockRecord;
 use crate::service::local::LocalWaiters;
@@ -149,8 +149,9 @@ async fn sweep_once(
     }
     let mut freed = false;
     if let (Some(stored), Some(lease)) = (stored, claimable) {
-        if holder_with_lease(&stored.record, lease).is_some() {
-            let free = succeeding(&stored.record, LockRecord::default());
+        if let Some(holder) = holder_with_lease(&stored.record, lease) {
+            // The lease's hold ends (a semaphore's other permits stay).
+            let free = released(&stored.record, holder);
             let free = RecordWrite::Update(&free, stored.version);
             let outcome = store.write(name, free, deadline).await;
             freed = matches!(outcome, Ok(WriteOutcome::Written { .. }));
