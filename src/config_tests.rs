@@ -139,3 +139,27 @@ fn the_election_root_may_not_hold_or_lie_under_the_other_roots() {
         assert_eq!(args.check(), Ok(()), "{fine}");
     }
 }
+
+#[test]
+fn the_semaphore_root_may_not_hold_or_lie_under_the_other_roots() {
+    let mut args = ServeArgs::defaults();
+    assert_eq!(args.semaphore_root, "/lockwarden/semaphores");
+    for clash in [
+        "/lockwarden/locks",
+        "/lockwarden",
+        "/lockwarden/state/s",
+        "/lockwarden/elections",
+        "/lockwarden/elections/records/x",
+    ] {
+        args.semaphore_root = clash.into();
+        assert!(args.check().is_err(), "{clash}");
+    }
+    for fine in [
+        "/lockwarden/semaphores2",
+        "/semaphores",
+        "/lockwarden/semaphores",
+    ] {
+        args.semaphore_root = fine.into();
+        assert_eq!(args.check(), Ok(()), "{fine}");
+    }
+}

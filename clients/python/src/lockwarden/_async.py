@@ -137,12 +137,12 @@ class AsyncCampaigning:
 class AsyncLocking:
     """``async with client.lock(...) as held:``, as ``Locking``."""
 
-    def __init__(self, client: AsyncClient, name: str, options: LockOptions) -> None:
-        self._client, self._name, self._options = client, name, options
+    def __init__(self, take: Callable[[], Awaitable[AsyncHeld]]) -> None:
+        self._take = take
         self._held: AsyncHeld | None = None
 
     async def __aenter__(self) -> AsyncHeld:
-        self._held = await self._client.acquire(self._name, **self._options)
+        self._held = await self._take()
         return self._held
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -209,11 +209,21 @@ class AsyncClient:
 
     def lock(self, name: str, **options: Unpack[LockOptions]) -> AsyncLocking:
         """As ``Client.lock``: ``async with client.lock(name, ...) as held:``."""
-        return AsyncLocking(self, name, options)
+        return AsyncLocking(lambda: self.acquire(name, **options))
 
     async def acquire(self, name: str, **options: Unpack[LockOptions]) -> AsyncHeld:
         """As ``Client.acquire``."""
         return await self._take(AcquireRequest.build(name, **options), AsyncHeld)
+
+    def semaphore(self, name: str, limit: int, **options: Unpack[LockOptions]) -> AsyncLocking:
+        """As ``Client.semaphore``: ``async with client.semaphore(name, limit, ...) as held:``."""
+        return AsyncLocking(lambda: self.acquire_permit(name, limit, **options))
+
+    async def acquire_permit(
+        self, name: str, limit: int, **options: Unpack[LockOptions]
+    ) -> AsyncHeld:
+        """As ``Client.acquire_permit``."""
+        return await self._take(AcquireRequest.permit(name, limit, **options), AsyncHeld)
 
     def campaign(
         self,

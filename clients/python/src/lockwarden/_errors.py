@@ -59,7 +59,7 @@ class Refused(LockwardenError):
 
 
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
-NOT_ACQUIRED_CODES = frozenset({"lock_held", "wait_timeout", "leader_exists"})
+NOT_ACQUIRED_CODES = frozenset({"lock_held", "wait_timeout", "leader_exists", "semaphore_full"})
 
 
 def error_for(status: int, body: Any) -> LockwardenError:

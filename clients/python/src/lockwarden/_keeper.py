@@ -66,7 +66,9 @@ class Keeper:
 
     def start(self) -> None:
         self.judge(self.grant.lock, None)
-        for target, what in ((self._renew, "renewal"), (self._follow, "events")):
+        # A semaphore has no event stream: its renewals are the only source.
+        follow = () if self.grant.kind == "semaphore" else ((self._follow, "events"),)
+        for target, what in ((self._renew, "renewal"), *follow):
             name = f"lockwarden {what} of {self.grant.name}"
             threading.Thread(target=target, name=name, daemon=True).start()
 
@@ -160,7 +162,7 @@ class Keeper:
         return None
 
     def _renewed(self, answer: Answer, sent_at: float) -> None:
-        lock = view_of(self.grant.kind, answer.body)
+        lock = view_of(self.grant.kind, answer.body, self.grant.fencing_token)
         if lock is None:
             self.valid_until = sent_at + self.every
             return

@@ -46,8 +46,8 @@ def lock_path(name: str, action: str = "") -> str:
 
 
 def path_of(kind: str, name: str, action: str = "") -> str:
-    """The path of ``action`` on the lock (``kind`` "lock") or election ("election")
-    ``name``; the action that lets go is ``release`` for either."""
+    """The path of ``action`` on the lock (``kind`` "lock"), election ("election") or
+    semaphore ("semaphore") ``name``; the action that lets go is ``release`` for each."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"a{'n' if kind == 'election' else ''} {kind} name must be a non-empty string")
     if kind == "election" and action == "release":
@@ -55,14 +55,32 @@ def path_of(kind: str, name: str, action: str = "") -> str:
     return f"/v1/{kind}s/{encode(name)}" + (f"/{action}" if action else "")
 
 
-def view_of(kind: str, body: Any) -> dict[str, Any] | None:
+def view_of(kind: str, body: Any, token: int | None = None) -> dict[str, Any] | None:
     """The holder as an answer (or an event's data) shows it, as a lock: an election's
-    leader is a lock held with its term; no leader, a free lock."""
+    leader is a lock held with its term; no leader, a free lock. Of a semaphore, the
+    permit whose fencing token is ``token``: held while live, free once gone."""
     if not isinstance(body, dict):
         return None
     if kind == "lock":
         lock = body.get("lock")
         return lock if isinstance(lock, dict) else None
+    if kind == "semaphore":
+        semaphore = body.get("semaphore")
+        if not isinstance(semaphore, dict):
+            return None
+        holders = semaphore.get("holders") or []
+        mine = next((h for h in holders if isinstance(h, dict) and h.get("fencing_token") == token), None)
+        if mine is None:
+            return {"name": semaphore.get("name"), "state": "free"}
+        return {
+            "name": semaphore.get("name"),
+            "state": "expired" if mine.get("remaining_ms") == 0 else "held",
+            "owner": mine.get("owner"),
+            "fencing_token": token,
+            "remaining_ms": mine.get("remaining_ms"),
+            # The requestor asks this holder only while its cleanup window counts down.
+            "requestor": semaphore.get("requestor") if mine.get("cleanup_remaining_ms") is not None else None,
+        }
     election = body.get("election")
     if not isinstance(election, dict):
         return None
@@ -242,8 +260,19 @@ class AcquireRequest:
     wait: float | None
     path: str = ""
     body: dict[str, Any] = field(default_factory=dict)
-    #: "lock", or "election" for a campaign.
+    #: "lock", "election" for a campaign, or "semaphore" for a permit.
     kind: str = "lock"
+
+    @classmethod
+    def permit(cls, name: str, limit: int, **options: Unpack[LockOptions]) -> AcquireRequest:
+        """One permit of the semaphore ``name`` of ``limit`` permits: a lock acquire's body
+        with the limit."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 128:
+            raise ValueError(f"limit must be a whole number from 1 to 128, not {limit!r}")
+        request = cls.build(name, **options)
+        body = dict(request.body, limit=limit)
+        path = path_of("semaphore", name, "acquire")
+        return cls(name, request.lease, request.wait, path, body, "semaphore")
 
     @classmethod
     def campaign(
@@ -319,7 +348,8 @@ class Grant:
     @classmethod
     def of(cls, request: AcquireRequest, answer: Answer) -> Grant:
         body = answer.ok()
-        lock = view_of(request.kind, body) or {}
+        token = body.get("term" if request.kind == "election" else "fencing_token")
+        lock = view_of(request.kind, body, token) or {}
         # The grant was decided no earlier than its try was sent, so the lease runs at
         # least `remaining_ms` from then: a bound this process's clock can keep.
         remaining = lock.get("remaining_ms")
@@ -327,7 +357,7 @@ class Grant:
         return cls(
             name=request.name,
             lease_id=str(body["lease_id"]),
-            fencing_token=int(body["fencing_token" if request.kind == "lock" else "term"]),
+            fencing_token=int(body["term" if request.kind == "election" else "fencing_token"]),
             lease=request.lease,
             sent_at=answer.sent_at,
             valid_until=answer.sent_at + left,

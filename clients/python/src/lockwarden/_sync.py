@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from ._errors import LockwardenError
@@ -139,12 +140,12 @@ class Locking:
     on an exception. When the block ends normally, a lock lost meanwhile raises
     ``LockLost`` there; when it raised, its exception goes on unchanged."""
 
-    def __init__(self, client: Client, name: str, options: LockOptions) -> None:
-        self._client, self._name, self._options = client, name, options
+    def __init__(self, take: Callable[[], Held]) -> None:
+        self._take = take
         self._held: Held | None = None
 
     def __enter__(self) -> Held:
-        self._held = self._client.acquire(self._name, **self._options)
+        self._held = self._take()
         return self._held
 
     def __exit__(self, *exc_info: object) -> None:
@@ -197,7 +198,7 @@ class Client:
     def lock(self, name: str, **options: Unpack[LockOptions]) -> Locking:
         """A context manager that holds the lock ``name`` (see ``acquire``) while its block
         runs, and releases it on exit, also on an exception."""
-        return Locking(self, name, options)
+        return Locking(lambda: self.acquire(name, **options))
 
     def acquire(self, name: str, **options: Unpack[LockOptions]) -> Held:
         """Takes the lock ``name`` (a ``/`` in it is sent as ``%2F``) and renews it every
@@ -222,6 +223,20 @@ class Client:
         ``Forbidden`` or ``Unavailable``.
         """
         return self._take(AcquireRequest.build(name, **options), Held)
+
+    def semaphore(self, name: str, limit: int, **options: Unpack[LockOptions]) -> Locking:
+        """A context manager that holds one permit of the semaphore ``name`` of ``limit``
+        permits (1 to 128; see ``acquire_permit``) while its block runs, and releases it on
+        exit, also on an exception. A semaphore and a lock of one name are unrelated."""
+        return Locking(lambda: self.acquire_permit(name, limit, **options))
+
+    def acquire_permit(self, name: str, limit: int, **options: Unpack[LockOptions]) -> Held:
+        """Takes one permit of the semaphore ``name`` of ``limit`` permits, with ``acquire``'s
+        keywords, and renews it until ``held.release()``. ``held.fencing_token`` is the
+        permit's own. Raises ``LockHeld`` (``semaphore_full``, ``wait_timeout``) when no
+        permit is free, ``Refused`` with ``limit_mismatch`` when the semaphore is held
+        under another limit, and otherwise as ``acquire``."""
+        return self._take(AcquireRequest.permit(name, limit, **options), Held)
 
     def campaign(
         self,
