@@ -46,38 +46,43 @@ pub struct SemaphoreInfo {
     pub waiters: u64,
 }
 
+impl PermitInfo {
+    /// `h`, a holder of `semaphore`, as a reader sees it.
+    pub fn of(h: &Holder, semaphore: &LockSnapshot) -> PermitInfo {
+        let now = semaphore.read_at;
+        let record = &semaphore.record;
+        // The holder a pending requestor asks to give way.
+        let asked =
+            record.requestor.is_some() && engine::victim(record).is_some_and(|v| v.same_grant(h));
+        let deadline = record.requestor.as_ref().and_then(|r| r.cleanup_deadline);
+        let expires = match h.expires {
+            Expiry::Never => None,
+            Expiry::At(at) => Some(at),
+        };
+        let ended = expires.is_some_and(|at| now >= at);
+        PermitInfo {
+            owner: h.owner.clone(),
+            priority: h.priority,
+            fencing_token: h.fencing_token.map(|t| t.0),
+            message: h.message.clone(),
+            acquired_at: h.acquired_at.and_then(rfc3339),
+            expires_at: expires.and_then(rfc3339),
+            remaining_ms: expires.map(|at| now.millis_until(at)),
+            cleanup_remaining_ms: deadline.filter(|_| asked).map(|d| now.millis_until(d)),
+            // As a lock shows it: while the takeover is pending (every permit taken).
+            takeover_at: expires
+                .filter(|_| ended && semaphore.takeover_at.is_some())
+                .map(|at| at.plus(semaphore.margin_ms))
+                .and_then(rfc3339),
+        }
+    }
+}
+
 impl SemaphoreInfo {
     pub fn of(semaphore: &LockSnapshot) -> SemaphoreInfo {
         let now = semaphore.read_at;
         let record = &semaphore.record;
-        let victim = record
-            .requestor
-            .as_ref()
-            .and_then(|_| engine::victim(record));
-        let deadline = record.requestor.as_ref().and_then(|r| r.cleanup_deadline);
-        let permit = |h: &Holder| {
-            let asked = victim.is_some_and(|v| v.same_grant(h));
-            let expires = match h.expires {
-                Expiry::Never => None,
-                Expiry::At(at) => Some(at),
-            };
-            let ended = expires.is_some_and(|at| now >= at);
-            PermitInfo {
-                owner: h.owner.clone(),
-                priority: h.priority,
-                fencing_token: h.fencing_token.map(|t| t.0),
-                message: h.message.clone(),
-                acquired_at: h.acquired_at.and_then(rfc3339),
-                expires_at: expires.and_then(rfc3339),
-                remaining_ms: expires.map(|at| now.millis_until(at)),
-                cleanup_remaining_ms: deadline.filter(|_| asked).map(|d| now.millis_until(d)),
-                // As a lock shows it: while the takeover is pending (every permit taken).
-                takeover_at: expires
-                    .filter(|_| ended && semaphore.takeover_at.is_some())
-                    .map(|at| at.plus(semaphore.margin_ms))
-                    .and_then(rfc3339),
-            }
-        };
+        let permit = |h: &Holder| PermitInfo::of(h, semaphore);
         let busy = !record.holders.is_empty() || semaphore.waiters > 0;
         SemaphoreInfo {
             name: semaphore.name.to_string(),

@@ -18,7 +18,7 @@ use super::extract::{JsonBody, QueryParams};
 use super::handlers::{acquire_on, page_of, sealed_lease, token_query, validate_on};
 use super::request_id::RequestId;
 use super::scoped::Named;
-use super::semaphore_dto::{AcquiredPermit, SemaphoreAcquireBody, SemaphoreInfo};
+use super::semaphore_dto::{AcquiredPermit, PermitInfo, SemaphoreAcquireBody, SemaphoreInfo};
 use super::AppState;
 use crate::engine::Renewal;
 use crate::model::FencingToken;
@@ -60,7 +60,12 @@ pub async fn renew(
         .renew(&name, &lease_id, &Renewal::lease(lease_ms))
         .await
         .map_err(refused)?;
-    Ok(Json(json!({"semaphore": SemaphoreInfo::of(&semaphore)})))
+    // The renewed permit, which the caller knows by its token (its lease is never shown).
+    let permit = crate::engine::holder_with_lease(&semaphore.record, &lease_id)
+        .map(|h| PermitInfo::of(h, &semaphore));
+    Ok(Json(
+        json!({"semaphore": SemaphoreInfo::of(&semaphore), "permit": permit}),
+    ))
 }
 
 pub async fn release(

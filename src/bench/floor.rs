@@ -112,7 +112,7 @@ impl Bench {
         let wanted = self.args.cycles.div_ceil(rounds).max(1);
         let mut client = self.client("u", "bench", None).await?;
         let mut relay = match &self.args.relay_url {
-            Some(url) => Some(self.client_at(url, "u", "bench", None).await?),
+            Some(url) => Some(self.client_at(url, "u", "bench", None, None).await?),
             None => None,
         };
         let path = self.floor_path("paired").await?;

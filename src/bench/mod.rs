@@ -54,14 +54,14 @@ pub struct BenchArgs {
     /// Length of each throughput run, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
-    /// Client counts for the parallel and contended scenarios.
+    /// Client counts for the parallel, contended and semaphore scenarios.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub clients: Vec<usize>,
     /// Which scenarios to run (`memory` and `shapes` are also available; not in the default).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "floor,uncontended,parallel,contended,handoff,election-handoff,preempt,refusal"
+        default_value = "floor,uncontended,parallel,contended,semaphore,handoff,election-handoff,preempt,refusal"
     )]
     pub scenarios: Vec<String>,
     /// Also write the results as JSON to this file.
@@ -137,6 +137,7 @@ impl BenchArgs {
                 "contended",
                 "handoff",
                 "election-handoff",
+                "semaphore",
                 "preempt",
                 "refusal",
                 "memory",
@@ -304,6 +305,11 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
             rows.extend(bench.shapes(c, window(&args)).await?);
         }
     }
+    if wants("semaphore") {
+        for &c in &args.clients {
+            rows.push(bench.semaphore(c, SEMAPHORE_PERMITS, window(&args)).await?);
+        }
+    }
     if wants("handoff") {
         rows.push(bench.handoff(false).await?);
     }
@@ -338,6 +344,9 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
     }
     Ok(report)
 }
+
+/// The permits of the `semaphore` scenario's semaphore.
+const SEMAPHORE_PERMITS: u32 = 8;
 
 /// Time between a start and each scenario's end, for throughput runs.
 fn window(args: &BenchArgs) -> Duration {

@@ -14,6 +14,15 @@ use super::client::Connection;
 use super::stats::{cpu_note, jain, joined, per_op, process_cpu, server_counts};
 use super::{BenchArgs, Row};
 
+/// What a throughput scenario's loops take: a lock each, one lock for all (waiting), or
+/// permits of one semaphore of this many (waiting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum On {
+    Own,
+    Shared,
+    Semaphore(u32),
+}
+
 /// One measuring loop's client: its own connection, and its requests prepared once.
 pub(super) struct Client {
     connection: Connection,
@@ -126,7 +135,7 @@ impl Bench {
         owner: &str,
         waiting_ms: Option<u64>,
     ) -> Result<Client, String> {
-        self.client_at(&self.args.url, name, owner, waiting_ms)
+        self.client_at(&self.args.url, name, owner, waiting_ms, None)
             .await
     }
 
@@ -139,31 +148,39 @@ impl Bench {
         }
     }
 
-    /// A client (as [`Bench::client`]) talking to the instance at `url`.
+    /// A client (as [`Bench::client`]) talking to the instance at `url`; with `limit`, of
+    /// the semaphore `name` of that many permits.
     pub(super) async fn client_at(
         &self,
         url: &str,
         name: &str,
         owner: &str,
         waiting_ms: Option<u64>,
+        limit: Option<u32>,
     ) -> Result<Client, String> {
         let connection = Connection::open(url, self.args.token.as_deref()).await?;
-        let acquire =
-            json!({"owner": owner, "lease_ms": 60_000, "waiting_ms": waiting_ms}).to_string();
+        let mut acquire = json!({"owner": owner, "lease_ms": 60_000, "waiting_ms": waiting_ms});
+        let root = match limit {
+            Some(limit) => {
+                acquire["limit"] = json!(limit);
+                "semaphores"
+            }
+            None => "locks",
+        };
         Ok(Client {
             connection,
-            acquire_path: format!("/v1/locks/{}-{name}/acquire", self.run),
-            release_path: format!("/v1/locks/{}-{name}/release", self.run),
-            acquire: Bytes::from(acquire),
+            acquire_path: format!("/v1/{root}/{}-{name}/acquire", self.run),
+            release_path: format!("/v1/{root}/{}-{name}/release", self.run),
+            acquire: Bytes::from(acquire.to_string()),
         })
     }
 
-    /// `clients` loops for the window, on their own locks or (`shared`) on one lock, talking
-    /// to the service's instances or, with `via`, to that URL (the HTTP relay).
+    /// `clients` loops for the window, `on` their own locks, one lock or one semaphore,
+    /// talking to the service's instances or, with `via`, to that URL (the HTTP relay).
     async fn loops(
         self: &Arc<Self>,
         clients: usize,
-        shared: bool,
+        on: On,
         window: Duration,
         via: Option<&str>,
     ) -> Result<(Vec<Vec<Duration>>, Duration, usize), String> {
@@ -173,14 +190,14 @@ impl Bench {
                 let bench = self.clone();
                 let url = via.unwrap_or_else(|| self.instance_url(c)).to_owned();
                 tokio::spawn(async move {
-                    let name = if shared {
-                        "c".to_string()
-                    } else {
-                        format!("p{c}")
+                    let (name, limit) = match on {
+                        On::Own => (format!("p{c}"), None),
+                        On::Shared => ("c".to_string(), None),
+                        On::Semaphore(limit) => ("s".to_string(), Some(limit)),
                     };
-                    let wait = shared.then_some(120_000);
+                    let wait = (on != On::Own).then_some(120_000);
                     let owner = format!("client-{c}");
-                    let mut client = bench.client_at(&url, &name, &owner, wait).await?;
+                    let mut client = bench.client_at(&url, &name, &owner, wait, limit).await?;
                     let mut warm = 0;
                     while Instant::now() < warm_end {
                         client.cycle().await?;
@@ -209,7 +226,7 @@ impl Bench {
     async fn throughput(
         self: &Arc<Self>,
         clients: usize,
-        shared: bool,
+        on: On,
         scenario: &str,
         window: Duration,
         via: Option<&str>,
@@ -217,7 +234,7 @@ impl Bench {
         let service_pid = self.args.service_pid.filter(|_| via.is_none());
         let before = server_counts(&self.args.zk);
         let cpu_before = process_cpu(service_pid);
-        let (per_client, span, warm) = self.loops(clients, shared, window, via).await?;
+        let (per_client, span, warm) = self.loops(clients, on, window, via).await?;
         let cpu_after = process_cpu(service_pid);
         let after = server_counts(&self.args.zk);
         let counts: Vec<usize> = per_client.iter().map(Vec::len).collect();
@@ -242,7 +259,7 @@ impl Bench {
         let (row, _) = self
             .throughput(
                 clients,
-                false,
+                On::Own,
                 "parallel: own lock each, acquire+release",
                 window,
                 None,
@@ -264,7 +281,7 @@ impl Bench {
         let (row, _) = self
             .throughput(
                 clients,
-                false,
+                On::Own,
                 "HTTP relay: parallel create+delete over HTTP",
                 window,
                 Some(&url),
@@ -281,16 +298,34 @@ impl Bench {
         clients: usize,
         window: Duration,
     ) -> Result<Row, String> {
+        let scenario = "contended: one lock, waiting acquire+release";
+        self.waiting(clients, On::Shared, scenario, window).await
+    }
+
+    /// `clients` loops on one semaphore of `limit` permits, waiting: the semaphore's cycle
+    /// beside the contended lock's (one permit).
+    pub async fn semaphore(
+        self: &Arc<Self>,
+        clients: usize,
+        limit: u32,
+        window: Duration,
+    ) -> Result<Row, String> {
+        let scenario = format!("semaphore: {limit} permits, waiting acquire+release");
+        self.waiting(clients, On::Semaphore(limit), &scenario, window)
+            .await
+    }
+
+    /// `clients` waiting loops `on` one lock or semaphore, with their fairness and (for the
+    /// lock, whose figures `/metrics` shows) the hand-off write's mean.
+    async fn waiting(
+        self: &Arc<Self>,
+        clients: usize,
+        on: On,
+        scenario: &str,
+        window: Duration,
+    ) -> Result<Row, String> {
         let before = self.handoff_writes().await;
-        let (row, counts) = self
-            .throughput(
-                clients,
-                true,
-                "contended: one lock, waiting acquire+release",
-                window,
-                None,
-            )
-            .await?;
+        let (row, counts) = self.throughput(clients, on, scenario, window, None).await?;
         let after = self.handoff_writes().await;
         let write = match (before, after) {
             (Some((s0, n0)), Some((s1, n1))) if n1 > n0 => {

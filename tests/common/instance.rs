@@ -26,6 +26,8 @@ pub fn flags(connect: &str, root: &str, extra: &[&str]) -> Vec<String> {
         &format!("{root}/state"),
         "--election-root",
         &format!("{root}/elections"),
+        "--semaphore-root",
+        &format!("{root}/semaphores"),
         "--store-timeout-ms",
         "500",
         "--zk-session-timeout-ms",

@@ -438,10 +438,12 @@ fn the_report_prints_counts_and_violations() {
     assert!(text.contains("[overlap] lock wl/l0: #1 c2@i0"), "{text}");
 }
 
-/// Runs 16 clients for 8 s against `url` and checks the history and liveness.
+/// Runs 16 clients for 8 s against `url` (on 4 locks and a semaphore) and checks the
+/// history and liveness.
 async fn workload_against(url: String, seed: u64) {
     let mut config = WorkloadConfig::new(vec![url]);
     config.seed = seed;
+    config.semaphores = 1;
     let history = Workload::run(config.clone()).await;
     let report = check(&history, &CheckConfig::default());
     println!("{report}");
@@ -450,8 +452,8 @@ async fn workload_against(url: String, seed: u64) {
     assert!(report.outcome("renew", "200") > 0, "{report}");
     assert!(report.outcome("validate", "200") > 0, "{report}");
     assert!(report.is_clean(), "{report}");
-    let failures =
-        liveness_probe(&config.urls, &config.lock_names(), Duration::from_secs(20)).await;
+    let (locks, semaphores) = (config.lock_names(), config.semaphore_names());
+    let failures = liveness_probe(&config.urls, &locks, &semaphores, Duration::from_secs(20)).await;
     assert!(failures.is_empty(), "{failures:#?}");
 }
 

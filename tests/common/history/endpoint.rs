@@ -18,12 +18,18 @@ pub struct Endpoint {
     pub timeout: Duration,
     /// Sent as `Authorization: Bearer` (an API token, or the admin token).
     pub token: Option<String>,
+    /// The names that are semaphores (called under `/v1/semaphores`), not locks.
+    pub semaphores: std::sync::Arc<Vec<String>>,
 }
 
 impl Endpoint {
     /// Makes `call` on `lock` and records it as an op of `client`.
     pub async fn perform(&self, client: usize, lock: &str, call: Call) -> Op {
-        let path = format!("{}/v1/locks/{}", self.base, lock.replace('/', "%2F"));
+        let root = match self.semaphores.iter().any(|s| s == lock) {
+            true => "semaphores",
+            false => "locks",
+        };
+        let path = format!("{}/v1/{root}/{}", self.base, lock.replace('/', "%2F"));
         let request = match &call {
             Call::Acquire {
                 owner,
@@ -44,7 +50,9 @@ impl Endpoint {
                 if let Some(id) = lease_id {
                     body["lease_id"] = json!(id);
                 }
-                assert!(limit.is_none(), "the endpoint calls locks only");
+                if let Some(limit) = limit {
+                    body["limit"] = json!(limit);
+                }
                 self.http.post(format!("{path}/acquire")).json(&body)
             }
             Call::Renew {
@@ -110,7 +118,15 @@ impl Endpoint {
 /// The fields that matter of an answer with `status` and body `text`.
 pub fn parse_outcome(status: u16, text: &str) -> Outcome {
     let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let lock = &body["lock"];
+    // A semaphore's answer shows the caller's permit: the one renewed, or the one granted.
+    let granted = |h: &&Value| h["fencing_token"] == body["fencing_token"];
+    let permit = match &body["permit"] {
+        Value::Object(_) => Some(&body["permit"]),
+        _ => body["semaphore"]["holders"]
+            .as_array()
+            .and_then(|h| h.iter().find(granted)),
+    };
+    let lock = permit.unwrap_or(&body["lock"]);
     let time = |v: &Value| v.as_str().and_then(parse_time_ms);
     Outcome {
         status: Some(status),

@@ -51,7 +51,14 @@ pub struct WorkloadConfig {
     /// written, a release 0–3 ms later, and again at once. On that lock the queue's joins
     /// ride on hand-offs (`service::group_commit`).
     pub hot_clients: usize,
+    /// Semaphores of `SEMAPHORE_LIMIT` permits, `{prefix}/s0` …, which the clients pick
+    /// among the locks (none by default). Their tokens are not written to the fenced
+    /// resource, which accepts one writer at a time.
+    pub semaphores: usize,
 }
+
+/// The permits of each of the workload's semaphores.
+pub const SEMAPHORE_LIMIT: u32 = 2;
 
 impl WorkloadConfig {
     /// 16 clients, 4 locks under `wl`, seed 1, 8 s, 3 s per call.
@@ -68,14 +75,23 @@ impl WorkloadConfig {
             token: None,
             force_release_per_mille: 0,
             hot_clients: 0,
+            semaphores: 0,
         }
     }
 
+    /// Every name the workload uses: its locks, the hot lock, and its semaphores.
     pub fn lock_names(&self) -> Vec<String> {
         let hot = (self.hot_clients > 0).then(|| self.hot_lock());
         (0..self.locks)
             .map(|i| format!("{}/l{i}", self.prefix))
             .chain(hot)
+            .chain(self.semaphore_names())
+            .collect()
+    }
+
+    pub fn semaphore_names(&self) -> Vec<String> {
+        (0..self.semaphores)
+            .map(|i| format!("{}/s{i}", self.prefix))
             .collect()
     }
 
@@ -101,9 +117,11 @@ impl Workload {
         assert!(!config.urls.is_empty(), "the workload needs an instance");
         assert!(config.locks > 0, "the workload needs a lock");
         let http = workload_http();
+        let semaphores = Arc::new(config.semaphore_names());
         let locks = Arc::new(
             (0..config.locks)
                 .map(|i| format!("{}/l{i}", config.prefix))
+                .chain(semaphores.iter().cloned())
                 .collect::<Vec<_>>(),
         );
         let hot_lock = config.hot_lock();
@@ -121,6 +139,7 @@ impl Workload {
                         instance,
                         timeout: config.http_timeout,
                         token: config.token.clone(),
+                        semaphores: semaphores.clone(),
                     },
                     rng: fastrand::Rng::with_seed(
                         config.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -207,8 +226,15 @@ impl Client {
             self.sleep(pause).await;
             return None;
         };
-        self.fenced.write_by(self.id, lock, token);
+        self.write_fenced(lock, token);
         Some((lease_id, token))
+    }
+
+    /// Writes `token` to the fenced resource of `lock`, unless `lock` is a semaphore's.
+    fn write_fenced(&self, lock: &str, token: u64) {
+        if !self.endpoint.semaphores.iter().any(|s| s == lock) {
+            self.fenced.write_by(self.id, lock, token);
+        }
     }
 
     async fn hot_cycle(&mut self, lock: &str) {
@@ -254,6 +280,7 @@ impl Client {
         } else {
             self.rng.u64(1..=300)
         };
+        let semaphore = self.endpoint.semaphores.contains(&lock);
         let acquire = Call::Acquire {
             owner: format!("client-{}", self.id),
             priority,
@@ -263,7 +290,7 @@ impl Client {
             cleanup_ms,
             request_id: None,
             lease_id: None,
-            limit: None,
+            limit: semaphore.then_some(SEMAPHORE_LIMIT),
         };
         let Some((lease_id, token)) = self.take(&lock, acquire).await else {
             return;
@@ -287,7 +314,7 @@ impl Client {
             let op = self.call(&lock, renew).await;
             match op.outcome.status {
                 Some(200) => {
-                    self.fenced.write_by(self.id, &lock, token);
+                    self.write_fenced(&lock, token);
                     lease_ms = new_length.unwrap_or(lease_ms);
                 }
                 Some(409) => {
@@ -318,15 +345,22 @@ impl Client {
     }
 }
 
-/// After the faults have healed: every lock can be taken (waiting out leases the
-/// workload left) and released, on every instance, within `within` in all. Returns one
-/// line per (lock, instance) that failed.
-pub async fn liveness_probe(urls: &[String], locks: &[String], within: Duration) -> Vec<String> {
+/// After the faults have healed: every lock (and a permit of every one of `semaphores`,
+/// which `locks` lists too) can be taken (waiting out leases the workload left) and
+/// released, on every instance, within `within` in all. Returns one line per (lock,
+/// instance) that failed.
+pub async fn liveness_probe(
+    urls: &[String],
+    locks: &[String],
+    semaphores: &[String],
+    within: Duration,
+) -> Vec<String> {
     let http = workload_http();
     let deadline = Instant::now() + within;
+    let semaphores = Arc::new(semaphores.to_vec());
     let probes = locks
         .iter()
-        .map(|lock| probe_lock(&http, urls, lock, deadline, within));
+        .map(|lock| probe_lock(&http, urls, lock, &semaphores, deadline, within));
     futures::future::join_all(probes)
         .await
         .into_iter()
@@ -339,6 +373,7 @@ async fn probe_lock(
     http: &reqwest::Client,
     urls: &[String],
     lock: &str,
+    semaphores: &Arc<Vec<String>>,
     deadline: Instant,
     within: Duration,
 ) -> Vec<String> {
@@ -351,6 +386,7 @@ async fn probe_lock(
             instance,
             timeout: GRACE,
             token: None,
+            semaphores: semaphores.clone(),
         };
         let mut last = "no attempt (out of time)".to_owned();
         let mut lease = None;
@@ -359,8 +395,14 @@ async fn probe_lock(
             let wait = left.min(Duration::from_secs(5));
             endpoint.timeout = wait + GRACE;
             let mut call = Call::acquire("liveness-probe", 0, 5000);
-            if let Call::Acquire { waiting_ms, .. } = &mut call {
+            if let Call::Acquire {
+                waiting_ms, limit, ..
+            } = &mut call
+            {
                 *waiting_ms = Some((wait.as_millis() as u64).max(1));
+                *limit = semaphores
+                    .contains(&lock.to_owned())
+                    .then_some(SEMAPHORE_LIMIT);
             }
             let op = endpoint.perform(usize::MAX, lock, call).await;
             last = op.outcome.label();

@@ -111,7 +111,9 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     // Two per instance, so that joins ride on hand-offs under the faults too.
     config.hot_clients = 6;
     config.http_timeout = Duration::from_secs(4);
+    config.semaphores = 1;
     let locks = config.lock_names();
+    let semaphores = config.semaphore_names();
     let workload = tokio::spawn(Workload::run(config));
     let started = Instant::now();
     let mut injections = Vec::new();
@@ -132,7 +134,13 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         tokio::time::sleep(Duration::from_millis(rng.u64(500..2500))).await;
     }
     let history = workload.await.expect("the workload task");
-    let liveness_failures = liveness_probe(&cluster.urls(), &locks, Duration::from_secs(30)).await;
+    let liveness_failures = liveness_probe(
+        &cluster.urls(),
+        &locks,
+        &semaphores,
+        Duration::from_secs(30),
+    )
+    .await;
     drop(turn);
     let report = check(
         &history,

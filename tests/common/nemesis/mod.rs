@@ -196,6 +196,10 @@ impl Cluster {
         let zk = zk_client_at(&self.ensemble.connect_string()).await;
         let mut left = znodes_under(&zk, &format!("{}/locks", self.root)).await;
         left.extend(znodes_under(&zk, &format!("{}/state", self.root)).await);
+        for part in ["records", "state"] {
+            let under = format!("{}/semaphores/{part}", self.root);
+            left.extend(znodes_under(&zk, &under).await);
+        }
         left
     }
 }
@@ -206,6 +210,7 @@ pub fn instance_flags(connect: &str, root: &str) -> Vec<String> {
         ("--lock-root", format!("{root}/locks")),
         ("--state-root", format!("{root}/state")),
         ("--election-root", format!("{root}/elections")),
+        ("--semaphore-root", format!("{root}/semaphores")),
         ("--store-timeout-ms", STORE_TIMEOUT_MS.to_string()),
         ("--zk-session-timeout-ms", SESSION_TIMEOUT_MS.to_string()),
         ("--gc-delay-ms", GC_DELAY_MS.to_string()),
