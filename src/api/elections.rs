@@ -26,7 +26,8 @@ use super::election_dto::{
 use super::error::ApiError;
 use super::events::{last_seen, respond, OpenStream};
 use super::extract::{JsonBody, QueryParams};
-use super::handlers::{acquire_on, page_of, sealed_lease, validate_on};
+use super::handlers::{acquire_on, sealed_lease};
+use super::queries::{page_of, validate_on};
 use super::request_id::RequestId;
 use super::scoped::Named;
 use super::AppState;

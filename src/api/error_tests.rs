@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::LockName;
 use crate::record::LockRecord;
 
 const READ_AT: UnixMillis = UnixMillis(1_700_000_000_000);

@@ -21,6 +21,7 @@ mod floor;
 mod hints;
 mod latency;
 mod memory;
+mod permits;
 mod refusal;
 pub mod relay;
 mod scenarios;
@@ -29,7 +30,7 @@ mod stats;
 mod throughput;
 mod yardstick;
 
-use yardstick::{median_spread, render_yardstick, uncontended_ratios};
+use yardstick::{median_spread, render, render_yardstick, uncontended_ratios};
 pub use yardstick::{Ratio, RelayRatios};
 
 #[derive(Clone, Debug, Args)]
@@ -173,27 +174,6 @@ impl Row {
     }
 }
 
-fn render(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "| scenario | C | ops | p50 µs | p99 µs | per s | ZK writes/op | ZK reads/op | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
-    );
-    for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} |\n",
-            r.scenario,
-            r.clients,
-            r.operations,
-            r.p50_us,
-            r.p99_us,
-            r.per_second,
-            r.zk_writes_per_op,
-            r.zk_reads_per_op,
-            r.note
-        ));
-    }
-    out
-}
-
 /// Everything a run measured.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
@@ -306,6 +286,7 @@ pub async fn run_report(args: BenchArgs) -> Result<Report, String> {
         }
     }
     if wants("semaphore") {
+        rows.extend(bench.semaphore_cycle(SEMAPHORE_PERMITS).await?);
         for &c in &args.clients {
             rows.push(bench.semaphore(c, SEMAPHORE_PERMITS, window(&args)).await?);
         }

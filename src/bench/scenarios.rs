@@ -175,8 +175,7 @@ impl Bench {
         })
     }
 
-    /// `clients` loops for the window, `on` their own locks, one lock or one semaphore,
-    /// talking to the service's instances or, with `via`, to that URL (the HTTP relay).
+    /// `clients` loops for the window `on` their locks, one lock or one semaphore, via `via`.
     async fn loops(
         self: &Arc<Self>,
         clients: usize,
@@ -302,22 +301,8 @@ impl Bench {
         self.waiting(clients, On::Shared, scenario, window).await
     }
 
-    /// `clients` loops on one semaphore of `limit` permits, waiting: the semaphore's cycle
-    /// beside the contended lock's (one permit).
-    pub async fn semaphore(
-        self: &Arc<Self>,
-        clients: usize,
-        limit: u32,
-        window: Duration,
-    ) -> Result<Row, String> {
-        let scenario = format!("semaphore: {limit} permits, waiting acquire+release");
-        self.waiting(clients, On::Semaphore(limit), &scenario, window)
-            .await
-    }
-
-    /// `clients` waiting loops `on` one lock or semaphore, with their fairness and (for the
-    /// lock, whose figures `/metrics` shows) the hand-off write's mean.
-    async fn waiting(
+    /// `clients` waiting loops `on` one lock or semaphore: fairness, hand-off write mean.
+    pub(super) async fn waiting(
         self: &Arc<Self>,
         clients: usize,
         on: On,

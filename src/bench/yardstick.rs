@@ -86,6 +86,28 @@ impl RelayRatios {
     }
 }
 
+/// The table of every row.
+pub(super) fn render(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| scenario | C | ops | p50 µs | p99 µs | per s | ZK writes/op | ZK reads/op | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} |\n",
+            r.scenario,
+            r.clients,
+            r.operations,
+            r.p50_us,
+            r.p99_us,
+            r.per_second,
+            r.zk_writes_per_op,
+            r.zk_reads_per_op,
+            r.note
+        ));
+    }
+    out
+}
+
 pub(super) fn render_yardstick(report: &Report) -> String {
     let mut out = String::from(
         "| figure | lockwarden | Curator | floor | HTTP relay | lockwarden ÷ Curator | lockwarden ÷ floor | lockwarden ÷ relay | relay ÷ floor | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",

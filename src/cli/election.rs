@@ -9,9 +9,10 @@ use clap::Args;
 use lockwarden_client::{Client, ElectionInfo, Error, Event, Leadership};
 
 use super::lock::Signals;
+use super::show::every_page;
 use super::{
-    child, default_owner, duration, every_page, exit, exit_for, explain, ClientArgs, OnCleanup,
-    MAX_LEASE, MAX_WAIT,
+    child, default_owner, duration, exit, exit_for, explain, ClientArgs, OnCleanup, MAX_LEASE,
+    MAX_WAIT,
 };
 
 /// The help of an election name argument.

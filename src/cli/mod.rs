@@ -11,6 +11,7 @@ mod lock;
 mod owner;
 mod semaphore;
 mod show;
+pub use show::{ListArgs, StatusArgs};
 
 use std::time::Duration;
 
@@ -117,9 +118,8 @@ pub enum OnCleanup {
 pub struct LockArgs {
     #[arg(help = NAME_HELP)]
     pub name: String,
-    /// Hold one permit of the semaphore NAME of N permits (1 to 128) instead, as `consul
-    /// lock -n`. A semaphore is never a lock: `lock NAME -n 1` and `lock NAME` do not
-    /// exclude each other.
+    /// Hold one of N permits (1 to 128) of the semaphore NAME instead (`consul lock -n`);
+    /// the semaphore NAME is not the lock NAME.
     #[arg(short = 'n', long = "limit", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=128))]
     pub limit: Option<u32>,
@@ -173,41 +173,6 @@ pub struct LockArgs {
     /// the lock is held until SIGINT or SIGTERM.
     #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<String>,
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct StatusArgs {
-    #[arg(help = NAME_HELP)]
-    pub name: String,
-    /// Show the election NAME instead (its leader, term, value and candidates).
-    #[arg(long, conflicts_with = "semaphore")]
-    pub election: bool,
-    /// Show the semaphore NAME instead (its holders out of its limit, and its queue).
-    #[arg(long)]
-    pub semaphore: bool,
-    /// Print the service's JSON.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct ListArgs {
-    /// Only locks whose names start with this.
-    #[arg(long, default_value = "")]
-    pub prefix: String,
-    /// List elections instead.
-    #[arg(long, conflicts_with = "semaphore")]
-    pub election: bool,
-    /// List semaphores instead.
-    #[arg(long)]
-    pub semaphore: bool,
-    /// Print the locks as a JSON array.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub client: ClientArgs,
 }
 
 #[derive(Clone, Debug, Args)]
@@ -308,35 +273,6 @@ impl ClientCommand {
             ClientCommand::Elect(args) => &args.client,
             ClientCommand::Leader(args) => &args.client,
             ClientCommand::Observe(args) => &args.client,
-        }
-    }
-}
-
-/// Every page of a listing of `what`, following each page's cursor: `page` fetches the
-/// page after a cursor, as its items and the next cursor. A failure is told on stderr and
-/// returned as the exit code.
-pub(super) async fn every_page<T, Fut>(
-    what: &str,
-    mut page: impl FnMut(Option<String>) -> Fut,
-) -> Result<Vec<T>, u8>
-where
-    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), lockwarden_client::Error>>,
-{
-    let mut all = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        match page(cursor.take()).await {
-            Ok((items, next)) => {
-                all.extend(items);
-                cursor = next;
-            }
-            Err(error) => {
-                eprintln!("lockwarden: listing {what}: {}", explain(&error));
-                return Err(exit_for(&error, exit::NOT_ACQUIRED));
-            }
-        }
-        if cursor.is_none() {
-            return Ok(all);
         }
     }
 }

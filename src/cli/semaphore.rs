@@ -3,7 +3,8 @@
 
 use lockwarden_client::{Client, SemaphoreInfo};
 
-use super::{every_page, exit, exit_for, explain, ListArgs, StatusArgs};
+use super::show::every_page;
+use super::{exit, exit_for, explain, ListArgs, StatusArgs};
 
 /// One line of a semaphore: `NAME held=H/L waiters=W`, then its holders.
 fn line(semaphore: &SemaphoreInfo) -> String {

@@ -7,11 +7,47 @@ use lockwarden_client::{Client, Event, LeaseId, LockInfo};
 use time::macros::format_description;
 use time::{OffsetDateTime, UtcOffset};
 
+use clap::Args;
+
 use super::duration::show;
 use super::{
-    every_page, exit, exit_for, explain, ForceReleaseArgs, ListArgs, ReleaseArgs, StatusArgs,
-    WatchArgs,
+    exit, exit_for, explain, ClientArgs, ForceReleaseArgs, ReleaseArgs, WatchArgs, NAME_HELP,
 };
+
+#[derive(Clone, Debug, Args)]
+pub struct StatusArgs {
+    #[arg(help = NAME_HELP)]
+    pub name: String,
+    /// Show the election NAME instead (its leader, term, value and candidates).
+    #[arg(long, conflicts_with = "semaphore")]
+    pub election: bool,
+    /// Show the semaphore NAME instead (its holders out of its limit, and its queue).
+    #[arg(long)]
+    pub semaphore: bool,
+    /// Print the service's JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ListArgs {
+    /// Only locks whose names start with this.
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+    /// List elections instead.
+    #[arg(long, conflicts_with = "semaphore")]
+    pub election: bool,
+    /// List semaphores instead.
+    #[arg(long)]
+    pub semaphore: bool,
+    /// Print the locks as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
 
 fn fail(what: &str, error: &lockwarden_client::Error) -> u8 {
     eprintln!("lockwarden: {what}: {}", explain(error));
@@ -210,6 +246,35 @@ pub(super) async fn force_release(args: ForceReleaseArgs, client: Client) -> u8 
             0
         }
         Err(error) => fail(&args.name, &error),
+    }
+}
+
+/// Every page of a listing of `what`, following each page's cursor: `page` fetches the
+/// page after a cursor, as its items and the next cursor. A failure is told on stderr and
+/// returned as the exit code.
+pub(super) async fn every_page<T, Fut>(
+    what: &str,
+    mut page: impl FnMut(Option<String>) -> Fut,
+) -> Result<Vec<T>, u8>
+where
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), lockwarden_client::Error>>,
+{
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        match page(cursor.take()).await {
+            Ok((items, next)) => {
+                all.extend(items);
+                cursor = next;
+            }
+            Err(error) => {
+                eprintln!("lockwarden: listing {what}: {}", explain(&error));
+                return Err(exit_for(&error, exit::NOT_ACQUIRED));
+            }
+        }
+        if cursor.is_none() {
+            return Ok(all);
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod basis;
 mod clock;
 mod leaving;
 mod mark;
+mod permits;
 mod release;
 mod settle;
 mod waiting;
@@ -47,6 +48,9 @@ pub use leaving::{
     AfterLeaving, Vanished,
 };
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
+use permits::with_permit;
+pub use permits::{handed_to, holder_from};
+pub(crate) use permits::{holder_with_lease, limit_mismatch, live_holder, live_holders, replaced};
 pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, ended_by, released,
     spent_entry, succeeding, ReleaseDecision, RenewDecision, Renewal,
@@ -165,82 +169,6 @@ pub fn state(record: &LockRecord, now: UnixMillis) -> LockState {
     } else {
         LockState::Expired
     }
-}
-
-/// The holders whose leases are still live at `now`.
-pub(crate) fn live_holders(
-    record: &LockRecord,
-    now: UnixMillis,
-) -> impl Iterator<Item = &Holder> + '_ {
-    record
-        .holders
-        .iter()
-        .filter(move |h| !h.expires.has_passed(now))
-}
-
-/// A lock's holder, if its lease is still live at `now` (a semaphore's first live one).
-pub(crate) fn live_holder(record: &LockRecord, now: UnixMillis) -> Option<&Holder> {
-    live_holders(record, now).next()
-}
-
-/// The holder, live or lazily expired, if `lease_id` is its lease.
-pub(crate) fn holder_with_lease<'a>(
-    record: &'a LockRecord,
-    lease_id: &LeaseId,
-) -> Option<&'a Holder> {
-    record
-        .holders
-        .iter()
-        .find(|h| h.lease_id.as_ref() == Some(lease_id))
-}
-
-/// Whether a caller that asks for `limit` permits may not use `record`: it has holders or
-/// waiters under another limit (I18). A lock asks for none and has none.
-pub(crate) fn limit_mismatch(record: &LockRecord, queue: &[Waiter], limit: Option<u32>) -> bool {
-    let busy = !record.holders.is_empty() || record.queued.is_some() || !queue.is_empty();
-    busy && record.limit.is_some() && record.limit != limit
-}
-
-/// `current` with `holder` granted a permit, under `limit` (the caller's: a lock's `None`).
-/// The holder goes last (grant order), in place of `ending` (a hold this write ends), or of a
-/// takeable holder when every permit is taken. A lock's grant so replaces its holder and
-/// clears the requestor slot; a semaphore's keeps a requestor other than `taker`, whose
-/// victim still holds.
-pub(crate) fn with_permit(
-    current: &LockRecord,
-    holder: Holder,
-    ending: Option<&Holder>,
-    taker: Option<&str>,
-    limit: Option<u32>,
-    clock: Clock,
-) -> LockRecord {
-    let ending = ending.or_else(|| {
-        (current.holders.len() >= current.permits())
-            .then(|| clock.takeable_holder(current))
-            .flatten()
-    });
-    let mut holders: Vec<Holder> = current
-        .holders
-        .iter()
-        .filter(|h| ending.is_none_or(|e| !h.same_grant(e)))
-        .cloned()
-        .collect();
-    holders.push(holder);
-    let requestor = current
-        .requestor
-        .clone()
-        .filter(|r| limit.is_some() && (taker.is_none() || r.waiter.as_deref() != taker));
-    succeeding(
-        current,
-        LockRecord {
-            holders,
-            limit,
-            requestor,
-            queued: None,
-            forced: None,
-            ended_lease: None,
-        },
-    )
 }
 
 /// The pending requestor, if it is still waiting in the queue. A requestor whose waiter is
@@ -363,65 +291,8 @@ pub fn decide_acquire(
     }
 }
 
-/// `current`'s holders with `was` (one of them) replaced by `now`, in its place.
-pub(crate) fn replaced(current: &LockRecord, was: &Holder, now: Holder) -> Vec<Holder> {
-    let mut now = Some(now);
-    current
-        .holders
-        .iter()
-        .map(|h| match h.same_grant(was) {
-            true => now.take().unwrap_or_else(|| h.clone()),
-            false => h.clone(),
-        })
-        .collect()
-}
-
 fn new_holder(request: &AcquireRequest, now: UnixMillis, lease_id: LeaseId) -> Holder {
     holder_from(&request.ticket(String::new(), lease_id, now), now)
-}
-
-/// The holder a ticket becomes when it is granted at `now`.
-pub fn holder_from(ticket: &Ticket, now: UnixMillis) -> Holder {
-    Holder {
-        owner: ticket.owner.clone(),
-        message: ticket.message.clone(),
-        expires: Expiry::At(now.plus(ticket.lease_ms)),
-        priority: ticket.priority,
-        waiting_ms: ticket.waiting_ms,
-        cleanup_ms: ticket.cleanup_ms,
-        forceful: ticket.forceful,
-        lease_id: Some(ticket.lease_id),
-        lease_ms: Some(ticket.lease_ms),
-        acquired_at: Some(now),
-        fencing_token: None,
-        notify_url: ticket.notify_url.clone(),
-        request_id: ticket.request_id.clone(),
-        request_digest: ticket.request_digest.clone(),
-    }
-}
-
-/// The record that hands the lock (a permit), whose record is `current`, to `ticket`'s waiter
-/// `taker`, in place of `ending` (see `with_permit`); `queued` is what it says of the queue
-/// (see `queued_after`).
-pub fn handed_to(
-    current: &LockRecord,
-    ticket: &Ticket,
-    taker: &str,
-    ending: Option<&Holder>,
-    clock: Clock,
-    queued: Option<u32>,
-) -> LockRecord {
-    LockRecord {
-        queued,
-        ..with_permit(
-            current,
-            holder_from(ticket, clock.now),
-            ending,
-            Some(taker),
-            ticket.limit,
-            clock,
-        )
-    }
 }
 
 /// True only while `token` is the token of a live holder (I3: no margin here).

@@ -197,7 +197,9 @@ impl LockService {
                 false => {
                     engine::decide_acquire(&record, &queue, request, self.clock(now), new_lease)
                 }
-                true => over_grant(&record, &queue, request, self.clock(now), new_lease),
+                true => {
+                    super::seams::over_grant(&record, &queue, request, self.clock(now), new_lease)
+                }
             };
             if let Trust::ReadAgain(again) = decision.trust(on) {
                 basis = again;
@@ -322,39 +324,6 @@ impl LockService {
         }
         self.metrics.grants.inc();
         self.cache.remember_grant(name, written, version);
-    }
-}
-
-/// Planted `over_grant`: the decision on the semaphore as if it had one permit more, its
-/// write under the semaphore's true limit.
-fn over_grant(
-    record: &LockRecord,
-    queue: &[crate::waiter::Waiter],
-    request: &AcquireRequest,
-    clock: engine::Clock,
-    new_lease: LeaseId,
-) -> AcquireDecision {
-    let more = |limit: Option<u32>| limit.map(|l| l + 1);
-    let seen = LockRecord {
-        limit: more(record.limit),
-        ..record.clone()
-    };
-    let asked = AcquireRequest {
-        limit: more(request.limit),
-        ..request.clone()
-    };
-    match engine::decide_acquire(&seen, queue, &asked, clock, new_lease) {
-        AcquireDecision::Grant {
-            record: mut granted,
-            lease_id,
-        } => {
-            granted.limit = record.limit;
-            AcquireDecision::Grant {
-                record: granted,
-                lease_id,
-            }
-        }
-        other => other,
     }
 }
 

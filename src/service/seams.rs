@@ -5,7 +5,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::model::UnixMillis;
+use crate::engine::{self, AcquireDecision, AcquireRequest};
+use crate::model::{LeaseId, UnixMillis};
+use crate::record::LockRecord;
 
 /// What a simulation replaces: the wall clock, and bugs planted on purpose.
 #[derive(Clone, Debug, Default)]
@@ -63,5 +65,38 @@ impl Default for WallClock {
 impl fmt::Debug for WallClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "WallClock({})", self.now().0)
+    }
+}
+
+/// Planted `over_grant`: the decision on the semaphore as if it had one permit more, its
+/// write under the semaphore's true limit.
+pub(super) fn over_grant(
+    record: &LockRecord,
+    queue: &[crate::waiter::Waiter],
+    request: &AcquireRequest,
+    clock: engine::Clock,
+    new_lease: LeaseId,
+) -> AcquireDecision {
+    let more = |limit: Option<u32>| limit.map(|l| l + 1);
+    let seen = LockRecord {
+        limit: more(record.limit),
+        ..record.clone()
+    };
+    let asked = AcquireRequest {
+        limit: more(request.limit),
+        ..request.clone()
+    };
+    match engine::decide_acquire(&seen, queue, &asked, clock, new_lease) {
+        AcquireDecision::Grant {
+            record: mut granted,
+            lease_id,
+        } => {
+            granted.limit = record.limit;
+            AcquireDecision::Grant {
+                record: granted,
+                lease_id,
+            }
+        }
+        other => other,
     }
 }

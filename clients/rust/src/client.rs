@@ -11,11 +11,9 @@ use crate::election::CampaignRequest;
 use crate::error::Error;
 use crate::events::Watch;
 use crate::kind::Kind;
+use crate::permit::{SemaphoreInfo, SemaphorePage};
 use crate::tls;
-use crate::types::{
-    ElectionInfo, ElectionPage, ForceReleased, LeaseId, LockInfo, LockPage, SemaphoreInfo,
-    SemaphorePage,
-};
+use crate::types::{ElectionInfo, ElectionPage, ForceReleased, LeaseId, LockInfo, LockPage};
 
 /// A handle on one lockwarden service (any of its instances behind one URL). Cheap to
 /// clone; clones share connections.

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::call::encode;
 use crate::events::Event;
-use crate::types::{ElectionInfo, FencingToken, LockInfo, SemaphoreInfo};
+use crate::permit::SemaphoreInfo;
+use crate::types::{ElectionInfo, FencingToken, LockInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {

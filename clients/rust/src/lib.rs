@@ -48,6 +48,7 @@ mod events;
 mod guard;
 mod keeper;
 mod kind;
+mod permit;
 mod sse;
 mod tls;
 mod types;
@@ -58,7 +59,8 @@ pub use election::{CampaignRequest, Leadership};
 pub use error::Error;
 pub use events::{Event, Watch};
 pub use guard::{CleanupRequest, LockGuard, LossReason};
+pub use permit::{Permit, SemaphoreInfo, SemaphorePage};
 pub use types::{
     ElectionInfo, ElectionPage, FencingToken, ForceReleased, Leader, LeaseId, LockInfo, LockPage,
-    LockState, Permit, RequestId, Requestor, SemaphoreInfo, SemaphorePage,
+    LockState, RequestId, Requestor,
 };
