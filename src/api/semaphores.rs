@@ -102,8 +102,10 @@ pub async fn force_release(
         None => {
             let now = app.semaphores.get(&name, true).await.map_err(refused)?;
             let held: Vec<_> = now.record.holders.iter().map(|h| h.fencing_token).collect();
+            // Token 0 is no permit's (tokens are zxids): with none held, the call is audited
+            // and answers "already free", and frees no permit granted meanwhile.
             if held.is_empty() {
-                vec![None]
+                vec![Some(FencingToken(0))]
             } else {
                 held
             }

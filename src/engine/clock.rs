@@ -75,6 +75,14 @@ impl Clock {
             })
     }
 
+    /// When a permit of `record` may next be taken over: the earliest takeover of its
+    /// untakeable holders (a lock's: its holder's); `None` if never.
+    pub(crate) fn next_takeover(&self, record: &LockRecord) -> Option<UnixMillis> {
+        self.untakeable(record)
+            .filter_map(|h| self.takeover_at(h))
+            .min()
+    }
+
     /// When `holder`'s lease may be taken over; `None` if never.
     pub(crate) fn takeover_at(&self, holder: &Holder) -> Option<UnixMillis> {
         match holder.expires {

@@ -265,16 +265,13 @@ pub fn decide_acquire(
             AcquireDecision::Refuse(AcquireRefusal::LockHeld)
         };
     }
-    // A permit is free or expired: waiters come first, unless the caller outranks all of them.
-    match queue.first() {
-        Some(head) if head.priority >= priority => {
-            if may_wait {
-                AcquireDecision::Wait
-            } else {
-                AcquireDecision::Refuse(AcquireRefusal::LockHeld)
-            }
-        }
-        _ => AcquireDecision::Grant {
+    // A permit is free or expired: waiters come first, unless the caller outranks them, or
+    // there are more permits free than waiters it does not outrank (a lock has one).
+    let ahead = queue.iter().filter(|w| w.priority >= priority).count();
+    match ahead >= clock.free_permits(current) {
+        true if may_wait => AcquireDecision::Wait,
+        true => AcquireDecision::Refuse(AcquireRefusal::LockHeld),
+        false => AcquireDecision::Grant {
             record: LockRecord {
                 queued: queued_after(current, queue, None, true),
                 ..with_permit(

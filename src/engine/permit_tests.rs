@@ -270,6 +270,7 @@ fn a_renewal_renews_its_own_permit_in_place() {
 fn a_grant_keeps_a_requestor_other_than_the_taker_only_on_a_semaphore() {
     let record = full(2, &[("a", 0)]);
     let r = waiter("r", 5, 1);
+    // (The taker outranks the holder asked, which stays the one a preemptor would take.)
     let with = LockRecord {
         requestor: Some(crate::record::Requestor {
             owner: "r".into(),
@@ -282,7 +283,7 @@ fn a_grant_keeps_a_requestor_other_than_the_taker_only_on_a_semaphore() {
         }),
         ..record
     };
-    let mut t = ticket("t", 0, Some(1000), false);
+    let mut t = ticket("t", 3, Some(1000), false);
     t.limit = Some(2);
     let kept = handed_to(&with, &t, "t-id", None, NOW.into(), None);
     assert!(kept.requestor.is_some(), "another taker keeps the slot");
@@ -300,4 +301,79 @@ fn a_grant_keeps_a_requestor_other_than_the_taker_only_on_a_semaphore() {
     assert!(handed_to(&lock, &t, "t-id", None, NOW.into(), None)
         .requestor
         .is_none());
+}
+
+#[test]
+fn a_busy_semaphore_keeps_its_limit_whoever_takes_a_permit() {
+    let record = full(5, &[("a", 0), ("b", 0)]);
+    let mut other = ticket("w", 0, Some(1000), false);
+    other.limit = Some(3);
+    let ending = record.holders[0].clone();
+    let handed = handed_to(&record, &other, "w-id", Some(&ending), NOW.into(), None);
+    assert_eq!(handed.limit, Some(5), "the holders that remain keep it");
+    let alone = full(5, &[("a", 0)]);
+    let ending = alone.holders[0].clone();
+    let fresh = handed_to(&alone, &other, "w-id", Some(&ending), NOW.into(), None);
+    assert_eq!(fresh.limit, Some(3), "the only holder's end frees it");
+}
+
+#[test]
+fn a_requestor_slot_goes_when_its_victim_is_no_longer_the_one_it_would_take() {
+    // B (newest of the lowest) is the victim R asked; B's lease has ended past the margin.
+    let mut record = full(2, &[("a", 1), ("b", 1)]);
+    let r = waiter("r", 5, 1);
+    record.requestor = Some(crate::record::Requestor {
+        owner: "r".into(),
+        priority: 5,
+        waiting_ms: None,
+        requested_at: NOW,
+        waiter: Some(r.id.clone()),
+        forceful: true,
+        cleanup_deadline: Some(NOW.plus(100)),
+    });
+    let later = NOW.plus(5000);
+    record.holders[1].expires = Expiry::At(NOW);
+    // C takes B's permit: A is now the one a preemptor would take, which nobody asked.
+    let AcquireDecision::Grant { record: taken, .. } =
+        decide_acquire(&record, &[], &asking("c", 2, 9), later, LeaseId::random())
+    else {
+        panic!("C takes the lapsed permit")
+    };
+    assert_eq!(owners(&taken), ["a", "c"]);
+    assert!(taken.requestor.is_none(), "the slot was B's");
+}
+
+#[test]
+fn a_waiter_wakes_at_the_earliest_takeover_not_the_victims() {
+    let mut record = full(2, &[("a", 0), ("b", 0)]);
+    record.holders[0].expires = Expiry::At(NOW.plus(10_000));
+    record.holders[1].expires = Expiry::At(NOW.plus(60_000));
+    record.queued = Some(0);
+    let clock = Clock {
+        now: NOW,
+        max_skew_ms: 100,
+    };
+    assert_eq!(clock.next_takeover(&record), Some(NOW.plus(10_100)));
+    let (w, mut me) = (waiter("w", 0, 1), ticket("w", 0, Some(120_000), false));
+    me.limit = Some(2);
+    let decision = decide_waiting(&record, std::slice::from_ref(&w), &me, &w.id, false, clock);
+    let WaitDecision::Wait { until, .. } = decision else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(until, Some(NOW.plus(10_100)));
+}
+
+#[test]
+fn a_caller_gets_a_free_permit_beyond_the_waiters_ahead() {
+    let one = grant(&LockRecord::default(), "a", 3, NOW, 10);
+    let queue = [waiter("w", 0, 1)];
+    // Two permits free, one waiter ahead: one is left for the caller.
+    let decision = decide_acquire(&one, &queue, &asking("c", 3, 0), NOW, LeaseId::random());
+    assert!(
+        matches!(decision, AcquireDecision::Grant { .. }),
+        "{decision:?}"
+    );
+    let two = grant(&one, "b", 3, NOW, 11);
+    let decision = decide_acquire(&two, &queue, &asking("c", 3, 0), NOW, LeaseId::random());
+    assert_eq!(decision, AcquireDecision::Refuse(AcquireRefusal::LockHeld));
 }

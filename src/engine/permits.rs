@@ -45,11 +45,13 @@ pub(crate) fn limit_mismatch(record: &LockRecord, queue: &[Waiter], limit: Optio
     busy && record.limit.is_some() && record.limit != limit
 }
 
-/// `current` with `holder` granted a permit, under `limit` (the caller's: a lock's `None`).
-/// The holder goes last (grant order), in place of `ending` (a hold this write ends), or of a
-/// takeable holder when every permit is taken. A lock's grant so replaces its holder and
-/// clears the requestor slot; a semaphore's keeps a requestor other than `taker`, whose
-/// victim still holds.
+/// `current` with `holder` granted a permit. The holder goes last (grant order), in place of
+/// `ending` (a hold this write ends), or of a takeable holder when every permit is taken. The
+/// limit stays the record's while other holders remain, and is otherwise `limit` (the
+/// caller's: a lock's `None`). A lock's grant so replaces its holder and clears the
+/// requestor slot; a semaphore's keeps a requestor other than `taker` while the holder it
+/// asked (the victim) is still the one it would take: the slot's deadline was that
+/// holder's.
 pub(crate) fn with_permit(
     current: &LockRecord,
     holder: Holder,
@@ -69,22 +71,30 @@ pub(crate) fn with_permit(
         .filter(|h| ending.is_none_or(|e| !h.same_grant(e)))
         .cloned()
         .collect();
+    let limit = match holders.is_empty() {
+        true => limit,
+        false => current.limit,
+    };
     holders.push(holder);
-    let requestor = current
-        .requestor
-        .clone()
-        .filter(|r| limit.is_some() && (taker.is_none() || r.waiter.as_deref() != taker));
-    succeeding(
+    let mut next = succeeding(
         current,
         LockRecord {
             holders,
             limit,
-            requestor,
+            requestor: None,
             queued: None,
             forced: None,
             ended_lease: None,
         },
-    )
+    );
+    let same_victim = match (super::victim(current), super::victim(&next)) {
+        (Some(was), Some(is)) => was.same_grant(is),
+        _ => false,
+    };
+    next.requestor = current.requestor.clone().filter(|r| {
+        limit.is_some() && same_victim && (taker.is_none() || r.waiter.as_deref() != taker)
+    });
+    next
 }
 
 /// `current`'s holders with `was` (one of them) replaced by `now`, in its place.

@@ -208,7 +208,7 @@ pub fn decide_waiting(
             };
         }
         return WaitDecision::Wait {
-            until: earliest(Some(limit), clock.takeover_at(holder)),
+            until: earliest(Some(limit), clock.next_takeover(current)),
             watch: Watch::Record,
         };
     }
@@ -278,7 +278,7 @@ pub fn decide_waiting(
     }
     if position == 0 {
         WaitDecision::Wait {
-            until: earliest(wait_until, clock.takeover_at(holder)),
+            until: earliest(wait_until, clock.next_takeover(current)),
             watch: Watch::Record,
         }
     } else {
