@@ -107,8 +107,13 @@ fn spec_for_instance(dir: &Path) -> PathBuf {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
     let mut spec: Value = serde_yaml::from_str(&text).expect("openapi.yaml is valid YAML");
-    // A campaign is an acquire under other names: the same limits hold.
-    for request in ["AcquireRequest", "CampaignRequest"] {
+    // A campaign is an acquire under other names, and a semaphore's is one with a limit:
+    // the same limits hold.
+    for request in [
+        "AcquireRequest",
+        "CampaignRequest",
+        "SemaphoreAcquireRequest",
+    ] {
         let acquire = format!("/components/schemas/{request}/properties");
         set(
             &mut spec,

@@ -377,3 +377,16 @@ fn a_caller_gets_a_free_permit_beyond_the_waiters_ahead() {
     let decision = decide_acquire(&two, &queue, &asking("c", 3, 0), NOW, LeaseId::random());
     assert_eq!(decision, AcquireDecision::Refuse(AcquireRefusal::LockHeld));
 }
+
+#[test]
+fn a_grant_clears_a_lapsed_permit_even_with_room() {
+    let one = grant(&LockRecord::default(), "a", 3, NOW, 10);
+    let later = NOW.plus(request("a").lease_ms + 1);
+    let next = grant(&one, "b", 3, later, 11);
+    assert_eq!(
+        owners(&next),
+        ["b"],
+        "a's lease ended: its permit goes with this write"
+    );
+    assert_eq!(next.ended_lease, one.holders[0].lease_id);
+}

@@ -46,7 +46,8 @@ pub(crate) fn limit_mismatch(record: &LockRecord, queue: &[Waiter], limit: Optio
 }
 
 /// `current` with `holder` granted a permit. The holder goes last (grant order), in place of
-/// `ending` (a hold this write ends), or of a takeable holder when every permit is taken. The
+/// `ending` (a hold this write ends), or of a takeable holder (whose lease ended past the
+/// margin: so a semaphore's lapsed permits are cleared as a lock's lapsed holder is). The
 /// limit stays the record's while other holders remain, and is otherwise `limit` (the
 /// caller's: a lock's `None`). A lock's grant so replaces its holder and clears the
 /// requestor slot; a semaphore's keeps a requestor other than `taker` while the holder it
@@ -60,11 +61,7 @@ pub(crate) fn with_permit(
     limit: Option<u32>,
     clock: Clock,
 ) -> LockRecord {
-    let ending = ending.or_else(|| {
-        (current.holders.len() >= current.permits())
-            .then(|| clock.takeable_holder(current))
-            .flatten()
-    });
+    let ending = ending.or_else(|| clock.takeable_holder(current));
     let mut holders: Vec<Holder> = current
         .holders
         .iter()
