@@ -345,8 +345,8 @@ impl Client {
     }
 }
 
-/// After the faults have healed: every lock (and a permit of every one of `semaphores`,
-/// which `locks` lists too) can be taken (waiting out leases the workload left) and
+/// After the faults have healed: every lock (and every permit of each of `semaphores`,
+/// which `locks` lists too, held at once) can be taken (waiting out leases the workload left) and
 /// released, on every instance, within `within` in all. Returns one line per (lock,
 /// instance) that failed.
 pub async fn liveness_probe(
@@ -389,8 +389,11 @@ async fn probe_lock(
             semaphores: semaphores.clone(),
         };
         let mut last = "no attempt (out of time)".to_owned();
-        let mut lease = None;
-        while lease.is_none() && Instant::now() < deadline {
+        // Every permit of a semaphore, held at once: its lapsed permits are taken over too.
+        let semaphore = semaphores.iter().any(|s| s == lock);
+        let permits = if semaphore { SEMAPHORE_LIMIT } else { 1 };
+        let mut leases = Vec::new();
+        while leases.len() < permits as usize && Instant::now() < deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             let wait = left.min(Duration::from_secs(5));
             endpoint.timeout = wait + GRACE;
@@ -400,41 +403,41 @@ async fn probe_lock(
             } = &mut call
             {
                 *waiting_ms = Some((wait.as_millis() as u64).max(1));
-                *limit = semaphores
-                    .contains(&lock.to_owned())
-                    .then_some(SEMAPHORE_LIMIT);
+                *limit = semaphore.then_some(SEMAPHORE_LIMIT);
             }
             let op = endpoint.perform(usize::MAX, lock, call).await;
             last = op.outcome.label();
             match (op.outcome.is_ok(), op.outcome.lease_id) {
-                (true, Some(id)) => lease = Some(id),
+                (true, Some(id)) => leases.push(id),
                 _ => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
-        let Some(lease) = lease else {
+        if leases.len() < permits as usize {
             failures.push(format!(
-                "lock {lock} on instance {instance} ({url}): not taken within {within:?}; \
-                 last answer {last}"
+                "lock {lock} on instance {instance} ({url}): {} of {permits} not taken within \
+                 {within:?}; last answer {last}",
+                permits as usize - leases.len()
             ));
-            continue;
-        };
-        endpoint.timeout = GRACE;
-        let mut released = false;
-        while !released && Instant::now() < deadline + GRACE {
-            let op = endpoint
-                .perform(usize::MAX, lock, Call::release(&lease))
-                .await;
-            last = op.outcome.label();
-            released = op.outcome.is_ok();
-            if !released {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
         }
-        if !released {
-            failures.push(format!(
-                "lock {lock} on instance {instance} ({url}): taken but not released; \
-                 last answer {last}"
-            ));
+        endpoint.timeout = GRACE;
+        for lease in leases {
+            let mut released = false;
+            while !released && Instant::now() < deadline + GRACE {
+                let op = endpoint
+                    .perform(usize::MAX, lock, Call::release(&lease))
+                    .await;
+                last = op.outcome.label();
+                released = op.outcome.is_ok();
+                if !released {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            if !released {
+                failures.push(format!(
+                    "lock {lock} on instance {instance} ({url}): taken but not released; \
+                     last answer {last}"
+                ));
+            }
         }
     }
     failures
