@@ -49,7 +49,7 @@ pub use leaving::{
 };
 pub use mark::{announce_waiter, may_ride_behind, queued_after, queued_with};
 use permits::with_permit;
-pub use permits::{handed_to, holder_from};
+pub use permits::{hand_over, handed_to, holder_from, kept_waiting};
 pub(crate) use permits::{holder_with_lease, limit_mismatch, live_holder, live_holders, replaced};
 pub use release::{
     collectable, decide_force_release, decide_release, decide_renew, ended_by, released,

@@ -390,3 +390,34 @@ fn a_grant_clears_a_lapsed_permit_even_with_room() {
     );
     assert_eq!(next.ended_lease, one.holders[0].lease_id);
 }
+
+#[test]
+fn a_release_never_hands_a_permit_to_a_waiter_under_another_limit() {
+    let record = full(2, &[("a", 0), ("b", 0)]);
+    let queue = [waiter("w", 0, 1)];
+    let mut other = ticket("w", 0, Some(1000), false);
+    other.limit = Some(3);
+    let ending = record.holders[0].clone();
+    let clock = Clock::from(NOW);
+    assert!(hand_over(
+        &record,
+        &queue,
+        &other,
+        &queue[0].id,
+        &ending,
+        clock,
+        Some(0)
+    )
+    .is_none());
+    let freed = kept_waiting(
+        &LockRecord {
+            queued: Some(0),
+            ..record.clone()
+        },
+        &ending,
+    );
+    assert_eq!((owners(&freed), freed.queued), (vec!["b"], Some(0)));
+    other.limit = Some(2);
+    let handed = hand_over(&record, &queue, &other, &queue[0].id, &ending, clock, None);
+    assert_eq!(owners(&handed.unwrap()), ["b", "w"]);
+}

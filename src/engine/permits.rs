@@ -6,7 +6,7 @@
 //! its write ends, or of a takeable one when every permit is taken, and `limit_mismatch`
 //! keeps a busy semaphore's limit.
 
-use super::{succeeding, Clock};
+use super::{released, succeeding, Clock};
 use crate::model::{LeaseId, UnixMillis};
 use crate::record::{Expiry, Holder, LockRecord};
 use crate::waiter::{Ticket, Waiter};
@@ -148,5 +148,39 @@ pub fn handed_to(
             ticket.limit,
             clock,
         )
+    }
+}
+
+/// The record a release writes to hand `ending`'s permit to `ticket`'s waiter `taker`
+/// (`queued`: what it says of the queue). `None` when the waiter asked for another limit
+/// than the semaphore's: it is never handed a permit (I18); the release writes
+/// [`kept_waiting`] instead, and the waiter, woken by the write, decides for itself.
+pub fn hand_over(
+    current: &LockRecord,
+    queue: &[Waiter],
+    ticket: &Ticket,
+    taker: &str,
+    ending: &Holder,
+    clock: Clock,
+    queued: Option<u32>,
+) -> Option<LockRecord> {
+    if limit_mismatch(current, queue, ticket.limit) {
+        return None;
+    }
+    Some(handed_to(
+        current,
+        ticket,
+        taker,
+        Some(ending),
+        clock,
+        queued,
+    ))
+}
+
+/// `ending`'s permit freed while callers still wait: the queue mark stays.
+pub fn kept_waiting(current: &LockRecord, ending: &Holder) -> LockRecord {
+    LockRecord {
+        queued: current.queued,
+        ..released(current, ending)
     }
 }

@@ -206,30 +206,11 @@ impl LockService {
                         Some(&to.id),
                         on != Basis::Remembered,
                     );
-                    if engine::limit_mismatch(&record, &queue, ticket.limit) {
-                        // A waiter under another limit than the semaphore's is never handed
-                        // a permit (I18): the permit is freed, and the waiter, woken by the
-                        // write, is refused `limit_mismatch` or takes a permit as it finds it.
-                        // The queue mark stays: callers still wait.
-                        let freed = engine::released(&record, &ended);
-                        let kept = LockRecord {
-                            queued: record.queued,
-                            ..freed
-                        };
-                        (kept, None, false)
-                    } else {
-                        (
-                            engine::handed_to(
-                                &record,
-                                &ticket,
-                                &to.id,
-                                Some(&ended),
-                                self.clock(now),
-                                queued,
-                            ),
-                            Some(to),
-                            to_here,
-                        )
+                    let clock = self.clock(now);
+                    match engine::hand_over(&record, &queue, &ticket, &to.id, &ended, clock, queued)
+                    {
+                        Some(handed) => (handed, Some(to), to_here),
+                        None => (engine::kept_waiting(&record, &ended), None, false),
                     }
                 }
                 // Free the record rather than delete it; the collector deletes it later.
