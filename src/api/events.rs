@@ -1,9 +1,10 @@
-//! The event streams: `GET /v1/locks/{name}/events` and `GET /v1/events?prefix=P`, as
-//! Server-Sent Events.
+//! The event streams: `GET /v1/locks/{name}/events`, `GET /v1/events?prefix=P` and
+//! `GET /v1/semaphores/{name}/events`, as Server-Sent Events.
 //!
 //! A stream starts with a `snapshot` (or, given a `Last-Event-ID` the service can still
 //! resume from, with the events that followed it), then sends each change as it happens.
-//! Every event's `data` is `{"type", "lock": LockInfo}` (a prefix snapshot carries `locks`);
+//! Every event's `data` is `{"type", "lock": LockInfo}` (a prefix snapshot carries `locks`;
+//! a semaphore's event `{"type", "semaphore": SemaphoreInfo, "fencing_token"}`);
 //! its `id` is the change's zxid (see `service::feed`). A comment is sent every
 //! `--event-heartbeat-ms`, so idle connections stay open through proxies and a dead one is
 //! noticed. A stream ends when the server begins to shut down.
@@ -22,19 +23,20 @@ use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use prometheus::IntGauge;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::auth::Caller;
 use super::dto::LockInfo;
 use super::error::ApiError;
 use super::extract::QueryParams;
 use super::scoped::Named;
+use super::semaphore_dto::SemaphoreInfo;
 use super::AppState;
 use crate::http_server::Closing;
 use crate::model::MAX_NAME_BYTES;
 use crate::scope::Prefixes;
-use crate::service::feed::{EventId, Interest, Opening, StreamEvent, Subscription};
-use crate::service::ServiceError;
+use crate::service::feed::{EventId, EventType, Interest, Opening, StreamEvent, Subscription};
+use crate::service::{LockSnapshot, ServiceError};
 
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
@@ -47,7 +49,49 @@ pub async fn lock_events(
     closing: Option<Extension<Closing>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    open(&app, Interest::Lock(name), None, &headers, closing).await
+    let interest = Interest::Lock(name);
+    open(&app, Kind::Lock, interest, None, &headers, closing).await
+}
+
+/// `GET /v1/semaphores/{name}/events`: the semaphore's stream, each event naming the permit
+/// it is about by its `fencing_token`.
+pub async fn semaphore_events(
+    State(app): State<AppState>,
+    Named { name, .. }: Named,
+    closing: Option<Extension<Closing>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let interest = Interest::Lock(name);
+    open(&app, Kind::Semaphore, interest, None, &headers, closing).await
+}
+
+/// What a stream shows: locks, or a semaphore.
+#[derive(Clone, Copy)]
+enum Kind {
+    Lock,
+    Semaphore,
+}
+
+impl Kind {
+    /// An event's `data`: its type, the lock (or semaphore) after it, and for a semaphore the
+    /// permit it is about.
+    fn data(self, kind: EventType, lock: Option<&LockSnapshot>, token: Option<u64>) -> Value {
+        match self {
+            Kind::Lock => {
+                json!({"type": kind.as_str(), "lock": lock.map(|l| LockInfo::of(l, None))})
+            }
+            Kind::Semaphore => {
+                let mut data = json!({
+                    "type": kind.as_str(),
+                    "semaphore": lock.map(SemaphoreInfo::of),
+                });
+                if kind != EventType::Snapshot {
+                    data["fencing_token"] = json!(token);
+                }
+                data
+            }
+        }
+    }
 }
 
 /// A scoped caller's stream shows only the names in its scope; when one of its prefixes
@@ -70,7 +114,8 @@ pub async fn prefix_events(
         Some(within) => within.narrow(&prefix).to_owned(),
         None => prefix,
     };
-    open(&app, Interest::Prefix(followed), within, &headers, closing).await
+    let interest = Interest::Prefix(followed);
+    open(&app, Kind::Lock, interest, within, &headers, closing).await
 }
 
 /// A `Last-Event-ID` that is not one of ours is ignored: the stream starts afresh.
@@ -84,14 +129,18 @@ pub(super) fn last_seen(headers: &HeaderMap) -> Option<EventId> {
 /// Opens a stream on `interest`; with `within`, only events on the names it covers are sent.
 async fn open(
     app: &AppState,
+    kind: Kind,
     interest: Interest,
     within: Option<Arc<Prefixes>>,
     headers: &HeaderMap,
     closing: Option<Extension<Closing>>,
 ) -> Result<Response, ApiError> {
     let shown = move |name: &str| within.as_ref().is_none_or(|w| w.covers(name));
-    let Subscription { opening, live } = app
-        .service
+    let service = match kind {
+        Kind::Lock => &app.service,
+        Kind::Semaphore => &app.semaphores,
+    };
+    let Subscription { opening, live } = service
         .feed
         .open(interest.clone(), last_seen(headers))
         .await
@@ -102,14 +151,14 @@ async fn open(
             locks,
             truncated,
         } => {
-            let infos: Vec<LockInfo> = locks
-                .iter()
-                .filter(|l| shown(l.name.as_str()))
-                .map(|l| LockInfo::of(l, None))
-                .collect();
             let data = match interest {
-                Interest::Lock(_) => json!({"type": "snapshot", "lock": infos.first()}),
+                Interest::Lock(_) => kind.data(EventType::Snapshot, locks.first(), None),
                 Interest::Prefix(_) => {
+                    let infos: Vec<LockInfo> = locks
+                        .iter()
+                        .filter(|l| shown(l.name.as_str()))
+                        .map(|l| LockInfo::of(l, None))
+                        .collect();
                     json!({"type": "snapshot", "locks": infos, "truncated": truncated})
                 }
             };
@@ -121,7 +170,7 @@ async fn open(
         Opening::Replay(events) => events
             .iter()
             .filter(|e| shown(e.lock.name.as_str()))
-            .map(sse_event)
+            .map(|e| sse_event(kind, e))
             .collect(),
     };
     // The stream owns `live`: when the client goes, the stream is dropped, and with it the
@@ -131,7 +180,7 @@ async fn open(
         live.next().await.map(|event| (event, (live, open)))
     })
     .filter(move |event| std::future::ready(shown(event.lock.name.as_str())));
-    let events = stream::iter(first).chain(following.map(|e| sse_event(&e)));
+    let events = stream::iter(first).chain(following.map(move |e| sse_event(kind, &e)));
     Ok(respond(app, events, closing))
 }
 
@@ -169,11 +218,9 @@ impl Drop for OpenStream {
     }
 }
 
-fn sse_event(event: &Arc<StreamEvent>) -> Event {
-    let data = json!({
-        "type": event.kind.as_str(),
-        "lock": LockInfo::of(&event.lock, None),
-    });
+fn sse_event(kind: Kind, event: &Arc<StreamEvent>) -> Event {
+    let token = event.token.map(|t| t.0);
+    let data = kind.data(event.kind, Some(&event.lock), token);
     Event::default()
         .event(event.kind.as_str())
         .id(event.id.to_string())

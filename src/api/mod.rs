@@ -65,7 +65,7 @@ pub struct WebhookPolicy {
 }
 
 /// Every route, as (method, path) in OpenAPI's notation; a test checks the spec agrees.
-pub const ROUTES: [(&str, &str); 33] = [
+pub const ROUTES: [(&str, &str); 34] = [
     ("get", "/v1/locks"),
     ("get", "/v1/locks/{name}"),
     ("delete", "/v1/locks/{name}"),
@@ -91,6 +91,7 @@ pub const ROUTES: [(&str, &str); 33] = [
     ("post", "/v1/semaphores/{name}/renew"),
     ("post", "/v1/semaphores/{name}/release"),
     ("get", "/v1/semaphores/{name}/validate"),
+    ("get", "/v1/semaphores/{name}/events"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.yaml"),
@@ -133,6 +134,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/semaphores/{name}/renew", post(semaphores::renew))
         .route("/v1/semaphores/{name}/release", post(semaphores::release))
         .route("/v1/semaphores/{name}/validate", get(semaphores::validate))
+        .route(
+            "/v1/semaphores/{name}/events",
+            get(events::semaphore_events),
+        )
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/openapi.yaml", get(handlers::openapi))

@@ -186,6 +186,9 @@ pub struct WatchArgs {
     /// Watch the election NAME instead (as `observe`).
     #[arg(long, conflicts_with = "prefix")]
     pub election: bool,
+    /// Watch the semaphore NAME instead: one line per event, naming its permit's token.
+    #[arg(long, conflicts_with_all = ["prefix", "election"])]
+    pub semaphore: bool,
     /// Print each event's data, as the service sent it: one JSON object a line, with no
     /// time in front.
     #[arg(long)]
@@ -252,6 +255,7 @@ pub async fn run(command: ClientCommand) -> u8 {
         ClientCommand::List(args) if args.semaphore => semaphore::list(args, client).await,
         ClientCommand::List(args) => show::list(args, client).await,
         ClientCommand::Watch(args) if args.election => election::watch(args, client).await,
+        ClientCommand::Watch(args) if args.semaphore => semaphore::watch(args, client).await,
         ClientCommand::Watch(args) => show::watch(args, client).await,
         ClientCommand::Release(args) => show::release(args, client).await,
         ClientCommand::ForceRelease(args) => show::force_release(args, client).await,

@@ -1,10 +1,13 @@
-//! `status --semaphore` and `list --semaphore`: a semaphore's holders out of its limit.
-//! (`lock NAME -n N` holds a permit: see `lock`.)
+//! `status --semaphore`, `list --semaphore` and `watch --semaphore`: a semaphore's holders
+//! out of its limit, and its events. (`lock NAME -n N` holds a permit: see `lock`.)
 
-use lockwarden_client::{Client, SemaphoreInfo};
+use std::io::Write;
 
-use super::show::every_page;
-use super::{exit, exit_for, explain, ListArgs, StatusArgs};
+use lockwarden_client::{Client, Event, SemaphoreInfo};
+use time::OffsetDateTime;
+
+use super::show::{arrival, every_page};
+use super::{exit, exit_for, explain, ListArgs, StatusArgs, WatchArgs};
 
 /// One line of a semaphore: `NAME held=H/L waiters=W`, then its holders.
 fn line(semaphore: &SemaphoreInfo) -> String {
@@ -92,4 +95,34 @@ pub(super) async fn list(args: ListArgs, client: Client) -> u8 {
         println!("{}", line(semaphore));
     }
     0
+}
+
+/// `watch NAME --semaphore`: one line per event, `TIME ID TYPE token=T NAME held=H/L ...`
+/// (`token` is the permit the event is about), or its data with `--json`, until the stream
+/// fails.
+pub(super) async fn watch(args: WatchArgs, client: Client) -> u8 {
+    let Some(name) = args.name else {
+        eprintln!("lockwarden: watch --semaphore needs the semaphore's NAME");
+        return exit::USAGE;
+    };
+    let mut watch = client.watch_semaphore(&name);
+    loop {
+        match watch.next().await {
+            Ok(event) if args.json => println!("{}", event.data),
+            Ok(event) => println!("{}", event_line(&event)),
+            Err(error) => {
+                eprintln!("lockwarden: watching {name}: {}", explain(&error));
+                return exit_for(&error, exit::NOT_ACQUIRED);
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn event_line(event: &Event) -> String {
+    let at = arrival(OffsetDateTime::now_utc());
+    let id = event.id.map_or("-".into(), |id| id.to_string());
+    let token = event.fencing_token.map_or("-".into(), |t| t.to_string());
+    let semaphore = event.semaphore.as_ref().map_or("-".into(), line);
+    format!("{at} {id} {} token={token} {semaphore}", event.kind)
 }

@@ -179,7 +179,7 @@ fn line(id: Option<u64>, kind: &str, lock: &LockInfo) -> String {
 }
 
 /// When an event arrived, as each of its lines starts: RFC 3339, UTC, to the millisecond.
-fn arrival(at: OffsetDateTime) -> String {
+pub(super) fn arrival(at: OffsetDateTime) -> String {
     let format =
         format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
     at.to_offset(UtcOffset::UTC)

@@ -105,3 +105,23 @@ async fn a_preempted_permit_is_told_and_lost() {
         "{lost:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_s_stream_names_each_permit() {
+    let service = Service::zk().await;
+    let client = Client::new(&service.base);
+    let mut watch = client.watch_semaphore("jobs");
+    let snapshot = watch.next().await.unwrap();
+    assert_eq!(snapshot.kind, "snapshot");
+    assert_eq!(snapshot.semaphore.unwrap().held, 0);
+    let permit = client
+        .semaphore("jobs", 4)
+        .owner("a")
+        .acquire()
+        .await
+        .unwrap();
+    let acquired = watch.next().await.unwrap();
+    assert_eq!(acquired.kind, "acquired");
+    assert_eq!(acquired.fencing_token, Some(permit.fencing_token().0));
+    assert_eq!(acquired.semaphore.unwrap().limit, Some(4));
+}

@@ -1,9 +1,13 @@
 //! `lockwarden lock NAME -n N`: at most N commands run at once under a semaphore's permits,
 //! with the permit in their environment; a lock of the same name is another thing; and
-//! `status` and `list` show semaphores with `--semaphore`.
+//! `status`, `list` and `watch` show semaphores with `--semaphore`.
 
-use crate::cli::{cli, finish, lines, stdout_of};
+use crate::cli::{cli, finish, lines, next_line, stdout_of};
 use crate::common::Service;
+
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use lockwarden::cli::exit;
 
@@ -81,4 +85,33 @@ async fn a_full_semaphore_refuses_and_a_lock_of_its_name_is_unrelated() {
     let shown: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(shown["limit"], 1);
     holder.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_semaphore_prints_each_event_with_its_permit() {
+    let service = Service::zk().await;
+    let mut watching = cli(&service)
+        .args(["watch", "w", "--semaphore"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watched = BufReader::new(watching.stdout.take().unwrap()).lines();
+    let first = next_line(&mut watched).await;
+    assert!(first.contains(" snapshot token=- w held=0/- "), "{first}");
+    let body = serde_json::json!({"owner": "a", "limit": 2, "lease_ms": 60_000});
+    let (_, got) = service.post("/v1/semaphores/w/acquire", body).await;
+    let token = &got["fencing_token"];
+    let acquired = next_line(&mut watched).await;
+    assert!(
+        acquired.contains(&format!(" acquired token={token} w held=1/2 ")),
+        "{acquired}"
+    );
+    let lease = serde_json::json!({"lease_id": got["lease_id"]});
+    service.post("/v1/semaphores/w/release", lease).await;
+    let released = next_line(&mut watched).await;
+    assert!(
+        released.contains(&format!(" released token={token} w held=0/- ")),
+        "{released}"
+    );
+    watching.kill().await.unwrap();
 }

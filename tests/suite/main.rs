@@ -52,6 +52,7 @@ mod rider_first_round;
 mod scopes;
 mod secrets;
 mod semaphore_contract;
+mod semaphore_events;
 mod semaphores;
 mod shared_multi;
 mod slow_server;

@@ -140,10 +140,10 @@ async fn every_call_on_a_name_is_held_to_the_tokens_scope() {
     }
     assert_eq!(
         named.count(),
-        21,
+        22,
         "a lock's acquire, renew, release, get, delete, validate, queue, events; an \
          election's get, campaign, proclaim, renew, resign, validate, events; a \
-         semaphore's acquire, renew, release, get, delete, validate"
+         semaphore's acquire, renew, release, get, delete, validate, events"
     );
     let (_, untouched) = svc
         .send("GET", "/v1/locks/other%2Fx", None, Some(PLAIN))

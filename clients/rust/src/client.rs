@@ -194,6 +194,15 @@ impl Client {
         LockRequest::of(Kind::Semaphore(limit), self.clone(), name.into())
     }
 
+    /// The event stream of the semaphore `name`: each event names the permit it is about
+    /// (`Event::fencing_token`) and carries the semaphore after it.
+    pub fn watch_semaphore(&self, name: &str) -> Watch {
+        Watch::new(
+            self.clone(),
+            format!("/v1/semaphores/{}/events", encode(name)),
+        )
+    }
+
     /// The semaphore's holders and queue (`GET /v1/semaphores/{name}`).
     pub async fn semaphore_info(&self, name: &str) -> Result<SemaphoreInfo, Error> {
         let path = format!("/v1/semaphores/{}", encode(name));

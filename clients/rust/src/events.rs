@@ -1,5 +1,6 @@
 //! Event streams (`GET /v1/locks/{name}/events`, `GET /v1/events?prefix=`, an election's
-//! `GET /v1/elections/{name}/events`): the connection, resuming with `Last-Event-ID` after a
+//! `GET /v1/elections/{name}/events`, a semaphore's `GET /v1/semaphores/{name}/events`): the
+//! connection, resuming with `Last-Event-ID` after a
 //! drop, and the typed `Event`.
 
 use std::time::Duration;
@@ -9,6 +10,7 @@ use serde_json::Value;
 use crate::call::backoff;
 use crate::client::Client;
 use crate::error::Error;
+use crate::permit::SemaphoreInfo;
 use crate::sse::SseParser;
 use crate::tls::transport;
 use crate::types::{ElectionInfo, LockInfo};
@@ -32,6 +34,10 @@ pub struct Event {
     pub locks: Vec<LockInfo>,
     /// On an election's stream: the election after the change.
     pub election: Option<ElectionInfo>,
+    /// On a semaphore's stream: the semaphore after the change.
+    pub semaphore: Option<SemaphoreInfo>,
+    /// On a semaphore's stream: the fencing token of the permit the event is about.
+    pub fencing_token: Option<u64>,
     /// The event's `data` as sent.
     pub data: Value,
 }
@@ -40,33 +46,33 @@ impl Event {
     fn parse(kind: String, id: Option<&str>, data: &str) -> Result<Event, Error> {
         let data: Value = serde_json::from_str(data)
             .map_err(|e| Error::Protocol(format!("event data is not JSON: {e}")))?;
-        let lock = match data.get("lock") {
-            Some(lock) => Some(
-                serde_json::from_value(lock.clone()).map_err(|e| Error::Protocol(e.to_string()))?,
-            ),
-            None => None,
-        };
+        let lock = field(&data, "lock")?;
         let locks = match data.get("locks") {
             Some(locks) => {
                 serde_json::from_value(locks.clone()).map_err(|e| Error::Protocol(e.to_string()))?
             }
             None => Vec::new(),
         };
-        let election = match data.get("election") {
-            Some(election) => Some(
-                serde_json::from_value(election.clone())
-                    .map_err(|e| Error::Protocol(e.to_string()))?,
-            ),
-            None => None,
-        };
         Ok(Event {
             kind,
             id: id.and_then(|id| id.parse().ok()),
             lock,
             locks,
-            election,
+            election: field(&data, "election")?,
+            semaphore: field(&data, "semaphore")?,
+            fencing_token: data["fencing_token"].as_u64(),
             data,
         })
+    }
+}
+
+/// The `data` field `name`, typed, if it is there (a `null` lock is none).
+fn field<T: serde::de::DeserializeOwned>(data: &Value, name: &str) -> Result<Option<T>, Error> {
+    match data.get(name) {
+        Some(Value::Null) | None => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|e| Error::Protocol(e.to_string())),
     }
 }
 

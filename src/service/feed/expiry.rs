@@ -11,7 +11,7 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::{Armed, Known, LeaseEnd, State};
-use crate::model::{LockName, UnixMillis};
+use crate::model::{FencingToken, LockName, UnixMillis};
 use crate::record::{Expiry, LockRecord};
 
 /// How soon a lease end whose read failed is looked at again.
@@ -37,11 +37,8 @@ impl State {
         let Some((_, name, end)) = self.expiries.pop_first() else {
             return;
         };
-        let untold = LeaseEnd {
-            at: end,
-            told: false,
-        };
-        if self.known.get(&name).and_then(|k| k.lease) != Some(untold) {
+        let untold = |k: &Known| k.leases.iter().any(|l| l.at == end && !l.told);
+        if !self.known.get(&name).is_some_and(untold) {
             return;
         }
         // Read before saying so: a renewal this hub has not heard of yet (its watch was
@@ -53,48 +50,62 @@ impl State {
     }
 }
 
-/// Follows the lease end `end` just read for `known`: arms a new end that is still to
-/// come, once. Says whether its streams are to be told now that it ran out (it has, and
-/// they were not told yet); `shown` says a snapshot shows it, which tells them.
-pub(super) fn follow_lease(
+/// Follows the lease ends `ends` just read for `known` (one per holder: a semaphore's
+/// record has several): arms each new end that is still to come, once, and disarms the ends
+/// no holder has any more. Says which leases (by their permit's token) its streams are to be
+/// told ran out now (they have, and were not told yet); `shown` says a snapshot shows them,
+/// which tells them.
+pub(super) fn follow_leases(
     expiries: &mut BTreeSet<Armed>,
     name: &LockName,
     known: &mut Known,
-    end: Option<i64>,
+    ends: Vec<Ended>,
     now: UnixMillis,
     shown: bool,
-) -> bool {
-    let lease = match (known.lease, end) {
-        (Some(lease), Some(at)) if lease.at == at => lease,
-        (_, end) => {
-            if let Some(old) = known.lease {
-                expiries.remove(&(old.at, name.clone(), old.at));
-            }
-            known.lease = end.map(|at| LeaseEnd { at, told: false });
-            match end {
-                Some(at) if at > now.0 => {
+) -> Vec<Option<FencingToken>> {
+    let mut next = Vec::with_capacity(ends.len());
+    for (token, at) in ends {
+        match known.leases.iter().find(|l| l.token == token && l.at == at) {
+            Some(lease) => next.push(*lease),
+            None => {
+                if at > now.0 {
                     expiries.insert((at, name.clone(), at));
-                    return false;
                 }
-                Some(at) => LeaseEnd { at, told: false },
-                None => return false,
+                next.push(LeaseEnd {
+                    token,
+                    at,
+                    told: false,
+                });
             }
         }
-    };
-    if lease.told || lease.at > now.0 {
-        return false;
     }
-    known.lease = Some(LeaseEnd {
-        told: true,
-        ..lease
-    });
-    !shown
+    for old in &known.leases {
+        if !next.iter().any(|l| l.at == old.at) {
+            expiries.remove(&(old.at, name.clone(), old.at));
+        }
+    }
+    known.leases = next;
+    let mut told = Vec::new();
+    for lease in known.leases.iter_mut().filter(|l| !l.told && l.at <= now.0) {
+        lease.told = true;
+        if !shown {
+            told.push(lease.token);
+        }
+    }
+    told
 }
 
-/// The end of the holder's lease (unix ms), if it has one that ends.
-pub(super) fn lease_end(record: &LockRecord) -> Option<i64> {
-    match record.holder().map(|h| h.expires) {
-        Some(Expiry::At(at)) => Some(at.0),
-        _ => None,
-    }
+/// A holder's lease end: its permit's token, and when (unix ms).
+pub(super) type Ended = (Option<FencingToken>, i64);
+
+/// The ends of the holders' leases (unix ms), for those that end.
+pub(super) fn lease_ends(record: &LockRecord) -> Vec<Ended> {
+    record
+        .holders
+        .iter()
+        .filter_map(|h| match h.expires {
+            Expiry::At(at) => Some((h.fencing_token, at.0)),
+            _ => None,
+        })
+        .collect()
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use tokio::sync::{broadcast, mpsc};
 
-use super::expiry::{follow_lease, lease_end};
+use super::expiry::{follow_leases, lease_ends};
 use super::*;
 use crate::store::Reads;
 use crate::store::{Fresh, Stored};
@@ -148,7 +148,7 @@ impl State {
         let zxid = stored.as_ref().map(|s| s.version.zxid());
         let events = self.learn(name, stored, queue);
         if announce {
-            for (kind, lock) in events {
+            for ((kind, token), lock) in events {
                 // `expired` reports no write of its own.
                 let write = (kind != EventType::Expired).then_some(zxid).flatten();
                 self.last = self.last.next(write);
@@ -156,6 +156,7 @@ impl State {
                     id: self.last,
                     kind,
                     lock,
+                    token,
                 });
             }
         }
@@ -168,7 +169,7 @@ impl State {
         name: &LockName,
         stored: Option<Stored>,
         queue: Vec<Waiter>,
-    ) -> Vec<(EventType, LockSnapshot)> {
+    ) -> Vec<(Told, LockSnapshot)> {
         let now = self.clock.now();
         let at = self.rules_at(now);
         let version = stored.as_ref().map(|s| s.version);
@@ -176,32 +177,31 @@ impl State {
         let known = self.known.entry(name.clone()).or_default();
         let mut events = Vec::new();
         // A lease that ran out untold and is now gone or another's: it ran out first.
-        let renewal = match (known.record.holder(), record.holder()) {
-            (Some(old), Some(new)) => old.same_grant(new),
-            _ => false,
-        };
-        let end = lease_end(&record);
-        if let Some(lease) = known.lease {
-            if !lease.told && lease.at <= now.0 && end != Some(lease.at) && !renewal {
-                let lock = snapshot(name, &known.record, &known.queue, at);
-                events.push((EventType::Expired, lock));
-            }
+        let ends = lease_ends(&record);
+        let ran_out: Vec<Told> = known
+            .leases
+            .iter()
+            .filter(|l| !l.told && l.at <= now.0 && !ends.contains(&(l.token, l.at)))
+            .filter(|l| !renewed(&known.record, &record, l.token))
+            .map(|l| (EventType::Expired, l.token))
+            .collect();
+        if !ran_out.is_empty() {
+            let lock = snapshot(name, &known.record, &known.queue, at);
+            events.extend(ran_out.into_iter().map(|told| (told, lock.clone())));
         }
         let several =
             matches!((known.version, version), (Some(a), Some(b)) if b.several_writes_after(&a));
         let mut kinds = classify(&known.record, &record, now, several);
         if queue.len() != known.queue.len() {
-            kinds.push(EventType::Queue);
+            kinds.push((EventType::Queue, None));
         }
         known.version = version;
         known.record = record;
         known.queue = queue;
-        let told = follow_lease(&mut self.expiries, name, known, end, now, false);
-        if told {
-            kinds.push(EventType::Expired);
-        }
+        let told = follow_leases(&mut self.expiries, name, known, ends, now, false);
+        kinds.extend(told.into_iter().map(|token| (EventType::Expired, token)));
         let lock = snapshot(name, &known.record, &known.queue, at);
-        events.extend(kinds.into_iter().map(|kind| (kind, lock.clone())));
+        events.extend(kinds.into_iter().map(|told| (told, lock.clone())));
         events
     }
 
@@ -246,4 +246,11 @@ async fn next_change(changes: &mut Option<broadcast::Receiver<Change>>) -> Chang
         },
         None => std::future::pending().await,
     }
+}
+
+/// Whether the grant with `token` in `before` holds on in `after` under another lease end (a
+/// renewal the hub had not read before its old end came).
+fn renewed(before: &LockRecord, after: &LockRecord, token: Option<FencingToken>) -> bool {
+    let old = before.holders.iter().find(|h| h.fencing_token == token);
+    old.is_some_and(|old| after.holders.iter().any(|h| h.same_grant(old)))
 }

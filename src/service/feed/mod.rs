@@ -42,7 +42,7 @@ use tracing::debug;
 
 use super::WallClock;
 use super::{snapshot, LockSnapshot};
-use crate::model::{LockName, UnixMillis};
+use crate::model::{FencingToken, LockName, UnixMillis};
 use crate::record::LockRecord;
 use crate::store::{Change, ListQuery, LockStore, StoreError};
 use crate::waiter::Waiter;
@@ -50,7 +50,7 @@ use crate::waiter::Waiter;
 mod classify;
 mod id;
 
-pub use classify::{classify, EventType};
+pub use classify::{classify, EventType, Told};
 pub use id::EventId;
 
 /// Events kept for resuming streams.
@@ -67,6 +67,10 @@ pub struct StreamEvent {
     pub id: EventId,
     pub kind: EventType,
     pub lock: LockSnapshot,
+    /// The fencing token of the grant the event is about (a semaphore's stream names its
+    /// permit): the new grant's for `acquired` and `handed_off`, the ended one's for
+    /// `released`, `expired`, `revoked` and `force_released`, the holder's otherwise.
+    pub token: Option<FencingToken>,
 }
 
 /// What a stream follows.
@@ -212,15 +216,17 @@ struct Known {
     /// The record's version when read (none when absent).
     version: Option<crate::store::Version>,
     queue: Vec<Waiter>,
-    /// The end of the holder's lease as last read.
-    lease: Option<LeaseEnd>,
+    /// The ends of the holders' leases as last read.
+    leases: Vec<LeaseEnd>,
 }
 
-/// The end of a lease the hub follows (unix ms), and whether its streams were told it ran
-/// out. A new value is made only when a read shows a different end, and only a new value
-/// is armed, so a lease is armed once and told once, however often it is read.
+/// The end of a lease the hub follows (unix ms), the token of its grant, and whether its
+/// streams were told it ran out. A new value is made only when a read shows a different
+/// end, and only a new value is armed, so a lease is armed once and told once, however
+/// often it is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseEnd {
+    token: Option<FencingToken>,
     at: i64,
     told: bool,
 }

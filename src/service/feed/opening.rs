@@ -5,7 +5,7 @@
 //! Keeps I14 (DESIGN.md, "Invariants"): an opening is one turn of the hub's task, so the
 //! snapshot and the events after it never interleave.
 
-use super::expiry::{follow_lease, lease_end};
+use super::expiry::{follow_leases, lease_ends};
 use super::*;
 
 impl State {
@@ -105,18 +105,19 @@ impl State {
                     locks.push(snapshot(&name, &known.record, &known.queue, at));
                     // The snapshot shows a lease that ran out; streams that already follow
                     // the lock are told.
-                    let end = lease_end(&known.record);
-                    if follow_lease(&mut self.expiries, &name, known, end, now, new) {
-                        ran_out.extend(locks.last().cloned());
-                    }
+                    let ends = lease_ends(&known.record);
+                    let told = follow_leases(&mut self.expiries, &name, known, ends, now, new);
+                    let lock = &locks[locks.len() - 1];
+                    ran_out.extend(told.into_iter().map(|token| (token, lock.clone())));
                 }
-                for lock in ran_out {
+                for (token, lock) in ran_out {
                     self.last = self.last.next(None);
                     let id = self.last;
                     self.send(StreamEvent {
                         id,
                         kind: EventType::Expired,
                         lock,
+                        token,
                     });
                 }
                 (locks, truncated)

@@ -169,63 +169,53 @@ async fn the_task_ends_when_the_handle_and_its_streams_are_gone() {
 mod lease_ends {
     use std::collections::BTreeSet;
 
-    use super::super::expiry::follow_lease;
+    use super::super::expiry::follow_leases;
     use super::super::{Armed, Known, LeaseEnd};
-    use crate::model::{LockName, UnixMillis};
+    use crate::model::{FencingToken, LockName, UnixMillis};
 
     const NOW: UnixMillis = UnixMillis(10_000);
+    const T: Option<FencingToken> = Some(FencingToken(7));
 
-    fn follow(known: &mut Known, armed: &mut BTreeSet<Armed>, end: Option<i64>) -> bool {
-        follow_lease(
-            armed,
-            &LockName::parse("l").unwrap(),
-            known,
-            end,
-            NOW,
-            false,
-        )
+    fn at(
+        known: &mut Known,
+        armed: &mut BTreeSet<Armed>,
+        ends: &[i64],
+        now: UnixMillis,
+        shown: bool,
+    ) -> usize {
+        let ends = ends.iter().map(|at| (T, *at)).collect();
+        let name = LockName::parse("l").unwrap();
+        follow_leases(armed, &name, known, ends, now, shown).len()
+    }
+
+    fn follow(known: &mut Known, armed: &mut BTreeSet<Armed>, ends: &[i64]) -> usize {
+        at(known, armed, ends, NOW, false)
     }
 
     #[test]
     fn an_end_to_come_is_armed_once_however_often_it_is_read() {
         let (mut known, mut armed) = (Known::default(), BTreeSet::new());
         for _ in 0..3 {
-            assert!(!follow(&mut known, &mut armed, Some(12_000)));
+            assert_eq!(follow(&mut known, &mut armed, &[12_000]), 0);
         }
         assert_eq!(armed.len(), 1);
-        assert_eq!(
-            known.lease,
-            Some(LeaseEnd {
-                at: 12_000,
-                told: false
-            })
-        );
+        let untold = LeaseEnd {
+            token: T,
+            at: 12_000,
+            told: false,
+        };
+        assert_eq!(known.leases, [untold]);
     }
 
     #[test]
     fn an_end_that_has_come_is_told_once_and_never_armed_again() {
         let (mut known, mut armed) = (Known::default(), BTreeSet::new());
-        assert!(!follow(&mut known, &mut armed, Some(12_000)));
+        assert_eq!(follow(&mut known, &mut armed, &[12_000]), 0);
         armed.clear(); // its timer fired
         let later = UnixMillis(12_000);
-        let name = LockName::parse("l").unwrap();
-        assert!(follow_lease(
-            &mut armed,
-            &name,
-            &mut known,
-            Some(12_000),
-            later,
-            false
-        ));
+        assert_eq!(at(&mut known, &mut armed, &[12_000], later, false), 1);
         for _ in 0..3 {
-            assert!(!follow_lease(
-                &mut armed,
-                &name,
-                &mut known,
-                Some(12_000),
-                later,
-                false
-            ));
+            assert_eq!(at(&mut known, &mut armed, &[12_000], later, false), 0);
         }
         assert!(armed.is_empty(), "a passed end is never armed again");
     }
@@ -233,34 +223,52 @@ mod lease_ends {
     #[test]
     fn an_end_first_read_after_it_came_is_told_at_once_or_shown() {
         let (mut known, mut armed) = (Known::default(), BTreeSet::new());
-        assert!(follow(&mut known, &mut armed, Some(9_000)));
+        assert_eq!(follow(&mut known, &mut armed, &[9_000]), 1);
         assert!(armed.is_empty());
-        let (mut shown, name) = (Known::default(), LockName::parse("l").unwrap());
-        assert!(!follow_lease(
-            &mut armed,
-            &name,
-            &mut shown,
-            Some(9_000),
-            NOW,
-            true
-        ));
-        assert_eq!(
-            shown.lease,
-            Some(LeaseEnd {
-                at: 9_000,
-                told: true
-            })
-        );
+        let mut shown = Known::default();
+        assert_eq!(at(&mut shown, &mut armed, &[9_000], NOW, true), 0);
+        let told = LeaseEnd {
+            token: T,
+            at: 9_000,
+            told: true,
+        };
+        assert_eq!(shown.leases, [told]);
     }
 
     #[test]
     fn a_renewed_or_ended_lease_disarms_its_old_end() {
         let (mut known, mut armed) = (Known::default(), BTreeSet::new());
-        follow(&mut known, &mut armed, Some(12_000));
-        follow(&mut known, &mut armed, Some(15_000));
+        follow(&mut known, &mut armed, &[12_000]);
+        follow(&mut known, &mut armed, &[15_000]);
         let ends: Vec<i64> = armed.iter().map(|(_, _, end)| *end).collect();
         assert_eq!(ends, [15_000]);
-        assert!(!follow(&mut known, &mut armed, None));
-        assert!(armed.is_empty() && known.lease.is_none());
+        assert_eq!(follow(&mut known, &mut armed, &[]), 0);
+        assert!(armed.is_empty() && known.leases.is_empty());
+    }
+
+    #[test]
+    fn each_permit_s_end_is_armed_and_told_on_its_own() {
+        let (mut known, mut armed) = (Known::default(), BTreeSet::new());
+        follow(&mut known, &mut armed, &[12_000, 14_000]);
+        assert_eq!(armed.len(), 2);
+        let first = at(
+            &mut known,
+            &mut armed,
+            &[12_000, 14_000],
+            UnixMillis(12_500),
+            false,
+        );
+        assert_eq!(first, 1, "only the first permit ran out");
+        let second = at(
+            &mut known,
+            &mut armed,
+            &[12_000, 14_000],
+            UnixMillis(14_000),
+            false,
+        );
+        assert_eq!(
+            second, 1,
+            "the second is told when it runs out, the first not again"
+        );
     }
 }

@@ -66,7 +66,7 @@ class Keeper:
 
     def start(self) -> None:
         self.judge(self.grant.lock, None)
-        # A semaphore has no event stream: its renewals are the only source.
+        # A semaphore's keeper judges its permit by its renewals alone.
         follow = () if self.grant.kind == "semaphore" else ((self._follow, "events"),)
         for target, what in ((self._renew, "renewal"), *follow):
             name = f"lockwarden {what} of {self.grant.name}"
