@@ -35,7 +35,8 @@ fn build(args: &ServeArgs) -> Result<(Router, Auth), String> {
     let metrics = Arc::new(Metrics::new());
     let (store, election_store, semaphore_store) = stores(args, &sealer, &metrics);
     // Elections keep their own records and queues, under their own root, and their own
-    // service figures (not shown on /metrics); their ZooKeeper requests are the instance's.
+    // service figures (on /metrics under `resource="election"`, as semaphores' are under
+    // `resource="semaphore"`); their ZooKeeper requests are the instance's.
     let election_metrics = Arc::new(Metrics::new());
     let events: Arc<dyn EventSink> = match &args.webhook_secret {
         Some(secret) => Arc::new(Webhooks::start(

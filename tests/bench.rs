@@ -212,11 +212,8 @@ async fn the_measuring_loops_are_spread_over_the_instances_given() {
     run(args).await.expect("the benchmark runs");
     for service in [&first, &second] {
         let metrics = service.metrics().await;
-        let grants: f64 = metrics
-            .lines()
-            .find_map(|line| line.strip_prefix("lockwarden_grants_total ")?.parse().ok())
-            .unwrap_or(0.0);
-        assert!(grants > 0.0, "{} granted nothing:\n{metrics}", service.base);
+        let grants = common::metric_value(&metrics, "lockwarden_grants_total");
+        assert!(grants > 0, "{} granted nothing:\n{metrics}", service.base);
     }
 }
 

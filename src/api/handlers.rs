@@ -193,10 +193,15 @@ pub async fn metrics(
     app.auth.metrics_reader(&headers)?;
     let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     let format = Format::negotiate(accept);
+    let others = [("semaphore", &app.semaphores), ("election", &app.elections)];
     app.service.update_gauges();
+    for (_, service) in &others {
+        service.update_gauges();
+    }
+    let others = others.map(|(kind, service)| (kind, &*service.metrics));
     Ok((
         [(CONTENT_TYPE, format.content_type()), (VARY, "accept")],
-        app.service.metrics.render(format),
+        app.service.metrics.render_with(format, &others),
     ))
 }
 

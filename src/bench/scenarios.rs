@@ -338,13 +338,10 @@ impl Bench {
     async fn handoff_writes(&self) -> Option<(f64, f64)> {
         let url = format!("{}/metrics", self.args.url);
         let text = self.http.get(url).send().await.ok()?.text().await.ok()?;
-        let value = |series: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
-        };
+        let value = |series: &str| crate::metrics::scrape::series_sum(&text, series);
         Some((
-            value("lockwarden_handoff_write_seconds_sum")?,
-            value("lockwarden_handoff_write_seconds_count")?,
+            value("lockwarden_handoff_write_seconds_sum{resource=\"lock\"}")?,
+            value("lockwarden_handoff_write_seconds_count{resource=\"lock\"}")?,
         ))
     }
 }

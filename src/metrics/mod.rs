@@ -30,11 +30,14 @@ use tracing::warn;
 mod holds;
 pub mod labels;
 pub mod openmetrics;
+mod resources;
+pub mod scrape;
 mod standard;
 pub mod zookeeper;
 
 pub use holds::{HoldEnd, WaitOutcome};
 pub use openmetrics::Format;
+pub use resources::PER_RESOURCE;
 
 use labels::{label_values, Labeled};
 
@@ -275,8 +278,15 @@ impl Metrics {
 
     /// Every family, in the format asked for.
     pub fn render(&self, format: Format) -> String {
+        self.render_with(format, &[])
+    }
+
+    /// Every family, in the format asked for, with the families each of `others` (another
+    /// resource's metrics, by its `resource` label value) records merged in (see
+    /// [`resources`]).
+    pub fn render_with(&self, format: Format, others: &[(&str, &Metrics)]) -> String {
         self.standard.update();
-        let families = self.registry.gather();
+        let families = resources::merged(self.registry.gather(), others);
         match format {
             Format::Classic => {
                 let mut text = String::new();

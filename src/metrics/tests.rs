@@ -15,7 +15,10 @@ fn every_family_renders_with_help_and_counters_end_in_total() {
         Duration::from_millis(3),
     );
     let text = metrics.render(Format::Classic);
-    assert!(text.contains("lockwarden_grants_total 1\n"), "{text}");
+    assert!(
+        text.contains("lockwarden_grants_total{resource=\"lock\"} 1\n"),
+        "{text}"
+    );
     assert!(text.contains(
         "lockwarden_http_request_duration_seconds_bucket{method=\"post\",outcome=\"ok\",route=\"/v1/locks/{name}/acquire\",le=\"0.005\"} 1\n"
     ), "{text}");
@@ -62,4 +65,40 @@ fn zookeeper_series_start_connecting() {
     let text = metrics.render(Format::Classic);
     assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connected\"} 1\n"));
     assert!(text.contains("lockwarden_zookeeper_session_state{state=\"connecting\"} 0\n"));
+}
+
+#[test]
+fn each_resource_s_families_show_under_its_resource_label() {
+    let (locks, semaphores, elections) = (Metrics::new(), Metrics::new(), Metrics::new());
+    locks.grants.inc();
+    semaphores.grants.inc_by(2);
+    elections.force_releases.at(ForceOutcome::Released).inc();
+    semaphores.request_took("/v1/x", "get", "ok", Duration::from_millis(1));
+    let others = [("semaphore", &semaphores), ("election", &elections)];
+    let text = locks.render_with(Format::Classic, &others);
+    for series in [
+        "lockwarden_grants_total{resource=\"lock\"} 1\n",
+        "lockwarden_grants_total{resource=\"semaphore\"} 2\n",
+        "lockwarden_grants_total{resource=\"election\"} 0\n",
+        "lockwarden_force_releases_total{outcome=\"released\",resource=\"election\"} 1\n",
+    ] {
+        assert!(text.contains(series), "{series} in {text}");
+    }
+    assert_eq!(
+        text.matches("# TYPE lockwarden_grants_total ").count(),
+        1,
+        "one family"
+    );
+    for name in PER_RESOURCE {
+        assert!(text.contains(&format!("# TYPE {name} ")), "{name} is a family");
+    }
+    assert!(
+        !text.contains("/v1/x"),
+        "the instance's families are the lock service's alone"
+    );
+    let open = locks.render_with(Format::OpenMetrics, &others);
+    assert!(
+        open.contains("lockwarden_grants_total{resource=\"semaphore\"} 2\n"),
+        "{open}"
+    );
 }

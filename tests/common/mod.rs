@@ -325,13 +325,10 @@ pub async fn send(
     (status, value)
 }
 
-/// The value of one series (name and labels, as printed) in a `/metrics` text, or 0 when
-/// the series is not there yet.
+/// The value of a series (a name, and any labels to match) in a `/metrics` text, summed
+/// over the labels left out (see `metrics::scrape`), or 0 when no series matches yet.
 pub fn metric_value(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
+    lockwarden::metrics::scrape::series_sum(metrics, series).unwrap_or(0.0) as u64
 }
 
 /// Polls `check` until it returns true or the deadline passes.

@@ -75,7 +75,7 @@ async fn a_full_queue_turns_callers_away_with_429_and_leaves_no_node() {
     );
     let metrics = svc.metrics().await;
     assert!(
-        metrics.contains("lockwarden_waits_refused_total{limit=\"per_lock\"} 1"),
+        metrics.contains(r#"lockwarden_waits_refused_total{limit="per_lock",resource="lock"} 1"#),
         "{metrics}"
     );
 

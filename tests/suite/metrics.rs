@@ -343,7 +343,10 @@ async fn a_scraper_that_prefers_openmetrics_gets_it() {
         text.contains("# TYPE lockwarden_grants counter\n"),
         "{text}"
     );
-    assert!(text.contains("\nlockwarden_grants_total 1\n"), "{text}");
+    assert!(
+        text.contains("\nlockwarden_grants_total{resource=\"lock\"} 1\n"),
+        "{text}"
+    );
     let build_info = format!(
         "\nlockwarden_build_info{{version=\"{}\"}} 1\n",
         env!("CARGO_PKG_VERSION")
@@ -360,11 +363,22 @@ async fn a_scraper_that_prefers_openmetrics_gets_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_in_memory_store_shows_no_zookeeper_series_and_passes_promtool() {
+async fn the_in_memory_store_shows_each_resource_and_no_zookeeper_series_and_passes_promtool() {
     let svc = Service::memory().await;
     svc.must_acquire("mem", "o", 60_000).await;
+    let semaphore = json!({"owner": "o", "limit": 2, "lease_ms": 60_000});
+    let (status, _) = svc.post("/v1/semaphores/mem/acquire", semaphore).await;
+    assert_eq!(status, StatusCode::OK);
+    let campaign = json!({"candidate": "c", "lease_ms": 60_000});
+    let (status, _) = svc.post("/v1/elections/mem/campaign", campaign).await;
+    assert_eq!(status, StatusCode::OK);
     let text = svc.metrics().await;
-    assert_eq!(value(&text, "lockwarden_grants_total", &[]), 1.0, "{text}");
+    for kind in ["lock", "semaphore", "election"] {
+        let grants = value(&text, "lockwarden_grants_total", &[("resource", kind)]);
+        assert_eq!(grants, 1.0, "{kind} in {text}");
+        let held = value(&text, "lockwarden_locks_held", &[("resource", kind)]);
+        assert_eq!(held, 1.0, "{kind} in {text}");
+    }
     assert!(!text.contains("zookeeper"), "{text}");
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     assert_eq!(value(&text, "lockwarden_build_info", &version), 1.0);
