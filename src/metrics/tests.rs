@@ -90,7 +90,10 @@ fn each_resource_s_families_show_under_its_resource_label() {
         "one family"
     );
     for name in PER_RESOURCE {
-        assert!(text.contains(&format!("# TYPE {name} ")), "{name} is a family");
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} is a family"
+        );
     }
     assert!(
         !text.contains("/v1/x"),

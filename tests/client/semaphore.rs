@@ -58,18 +58,7 @@ async fn a_preempted_permit_is_told_and_lost() {
         .acquire()
         .await
         .unwrap();
-    let asking = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .semaphore("p", 1)
-                .owner("high")
-                .priority(5)
-                .wait(Duration::from_secs(30))
-                .acquire()
-                .await
-        })
-    };
+    let asking = high_asks(&client, "p");
     let asked = tokio::time::timeout(Duration::from_secs(10), low.cleanup_requested())
         .await
         .expect("the holder is asked to give way");
@@ -124,4 +113,58 @@ async fn a_semaphore_s_stream_names_each_permit() {
     assert_eq!(acquired.kind, "acquired");
     assert_eq!(acquired.fencing_token, Some(permit.fencing_token().0));
     assert_eq!(acquired.semaphore.unwrap().limit, Some(4));
+}
+
+/// With a minute's lease the next renewal is 20 s away: the guard hears a preemptor's
+/// request, and then the loss of its permit, from the semaphore's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_hears_of_its_permit_from_the_stream() {
+    let service = Service::zk_with(|args| args.admin_token = Some("root".into())).await;
+    let client = Client::new(&service.base);
+    let low = client
+        .semaphore("long", 1)
+        .owner("low")
+        .cleanup(Duration::from_secs(30))
+        .lease(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
+    let asking = high_asks(&client, "long");
+    let asked = tokio::time::timeout(Duration::from_secs(10), low.cleanup_requested())
+        .await
+        .expect("the stream tells the holder it is asked to give way");
+    assert_eq!(asked.requestor.owner, "high");
+    let (status, _) = service
+        .send(
+            "DELETE",
+            &format!(
+                "/v1/semaphores/long?fencing_token={}",
+                low.fencing_token().0
+            ),
+            None,
+            Some("root"),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    tokio::time::timeout(Duration::from_secs(10), low.lost())
+        .await
+        .expect("the stream tells the holder its permit is gone");
+    asking.await.unwrap().unwrap();
+}
+
+/// A caller "high" of priority 5 asks for a permit of `name` (1 permit), waiting up to 30 s.
+fn high_asks(
+    client: &Client,
+    name: &'static str,
+) -> tokio::task::JoinHandle<Result<lockwarden_client::LockGuard, lockwarden_client::Error>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        client
+            .semaphore(name, 1)
+            .owner("high")
+            .priority(5)
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    })
 }

@@ -109,23 +109,23 @@ impl LockGuard {
     pub(crate) fn start(grant: Grant) -> LockGuard {
         let shared = Arc::new(Shared::new(grant.token));
         shared.judge(&grant.lock, None);
-        let mut tasks = vec![tokio::spawn(keeper::renew(
-            grant.kind,
-            grant.client.clone(),
-            grant.name.clone(),
-            grant.lease_id.clone(),
-            grant.renew_every,
-            grant.valid_until,
-            grant.renew_now,
-            shared.clone(),
-        ))];
-        if grant.kind.has_events() {
-            tasks.push(tokio::spawn(keeper::watch_events(
+        let tasks = vec![
+            tokio::spawn(keeper::renew(
+                grant.kind,
+                grant.client.clone(),
+                grant.name.clone(),
+                grant.lease_id.clone(),
+                grant.renew_every,
+                grant.valid_until,
+                grant.renew_now,
+                shared.clone(),
+            )),
+            tokio::spawn(keeper::watch_events(
                 grant.kind,
                 Watch::new(grant.client.clone(), grant.kind.path(&grant.name, "events")),
                 shared.clone(),
-            )));
-        }
+            )),
+        ];
         LockGuard {
             kind: grant.kind,
             client: grant.client,

@@ -158,7 +158,7 @@ pub(crate) async fn watch_events(kind: Kind, mut watch: Watch, shared: std::sync
             Ok(event) => event,
             Err(_) => return,
         };
-        let Some(lock) = &kind.view_of_event(&event) else {
+        let Some(lock) = &kind.view_of_event(&event, shared.token) else {
             continue;
         };
         // An event from before our grant (a zxid below our token) says nothing about it;

@@ -1,6 +1,6 @@
 //! What a guard holds: a lock, the leadership of an election, or a permit of a semaphore.
 //! All are kept the same way (an acquire retried with one `request_id`, renewals, the event
-//! stream where there is one); they differ in their paths, their field names, and how an
+//! stream); they differ in their paths, their field names, and how an
 //! answer shows the holder. An answer about an election or a semaphore is judged through the
 //! lock view it amounts to (`ElectionInfo::as_lock`, `SemaphoreInfo::as_lock` of the
 //! guard's own permit).
@@ -73,17 +73,12 @@ impl Kind {
         }
     }
 
-    /// Whether the service streams events of this kind (a semaphore's it does not).
-    pub fn has_events(self) -> bool {
-        !matches!(self, Kind::Semaphore(_))
-    }
-
-    /// The holder as a stream's event shows it (the event has parsed it already).
-    pub fn view_of_event(self, event: &Event) -> Option<LockInfo> {
+    /// The grant of `token` as a stream's event shows it (the event has parsed it already).
+    pub fn view_of_event(self, event: &Event, token: FencingToken) -> Option<LockInfo> {
         match self {
             Kind::Lock => event.lock.clone(),
             Kind::Election => event.election.as_ref().map(ElectionInfo::as_lock),
-            Kind::Semaphore(_) => None,
+            Kind::Semaphore(_) => event.semaphore.as_ref().map(|s| s.as_lock(token)),
         }
     }
 

@@ -66,9 +66,7 @@ class Keeper:
 
     def start(self) -> None:
         self.judge(self.grant.lock, None)
-        # A semaphore's keeper judges its permit by its renewals alone.
-        follow = () if self.grant.kind == "semaphore" else ((self._follow, "events"),)
-        for target, what in ((self._renew, "renewal"), *follow):
+        for target, what in ((self._renew, "renewal"), (self._follow, "events")):
             name = f"lockwarden {what} of {self.grant.name}"
             threading.Thread(target=target, name=name, daemon=True).start()
 
@@ -175,7 +173,8 @@ class Keeper:
     def _follow(self) -> None:
         try:
             for event in self._watch:
-                lock, zxid = view_of(self.grant.kind, event.data), event.zxid
+                lock = view_of(self.grant.kind, event.data, self.grant.fencing_token)
+                zxid = event.zxid
                 # An event from before the grant (or a snapshot that old, from an instance
                 # whose copy lags) says nothing about it.
                 if lock is None or (zxid is not None and zxid < self.grant.fencing_token):
