@@ -85,3 +85,13 @@ export async function call(method, path, signal) {
 export function lockPath(name) {
   return "/v1/locks/" + encodeURIComponent(name);
 }
+
+/** The path of a semaphore, its name one path segment as a lock's is. */
+export function semaphorePath(name) {
+  return "/v1/semaphores/" + encodeURIComponent(name);
+}
+
+/** The path of an election, its name one path segment as a lock's is. */
+export function electionPath(name) {
+  return "/v1/elections/" + encodeURIComponent(name);
+}

@@ -1,18 +1,36 @@
-// The dashboard's entry point: the token form, the router between the list (`#/`,
-// `#/?prefix=P`) and a lock's page (`#/lock/NAME`), the connection indicator, the live
-// region that announces changes, and the clock that moves countdowns.
+// The dashboard's entry point: the token form, the switch between kinds (locks, semaphores,
+// elections), the router between their lists (`#/`, `#/semaphores`, `#/elections`, each
+// with `?prefix=P`) and the page of one (`#/lock/NAME`, `#/semaphore/NAME`,
+// `#/election/NAME`), the connection indicator, the live region that announces changes,
+// and the clock that moves countdowns.
 //
-// Routes live in the fragment, so the server serves one page for all of them and no lock
-// name or prefix needs a server route; the token is never part of any of them.
+// Routes live in the fragment, so the server serves one page for all of them and no name
+// or prefix needs a server route; the token is never part of any of them.
 
 import { setToken, token } from "./api.js";
 import { tick } from "./format.js";
+import { openCatalog } from "./catalog.js";
+import { openElection } from "./election.js";
 import { openList } from "./list.js";
 import { openLock } from "./lock.js";
+import { openSemaphore } from "./semaphore.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null;
+let currentKind = "locks";
 let announceTimer = null;
+
+/** Each kind: its list's route and title, and how one of it opens. */
+const KINDS = {
+  locks: { list: "#/", title: "Locks", one: "lock", open: openLock },
+  semaphores: {
+    list: "#/semaphores",
+    title: "Semaphores",
+    one: "semaphore",
+    open: openSemaphore,
+  },
+  elections: { list: "#/elections", title: "Elections", one: "election", open: openElection },
+};
 
 const page = {
   /** Says `text` to screen readers (politely; a burst of changes says only the last). */
@@ -33,6 +51,10 @@ const page = {
       retrying: `Connection lost (${error ? error.describe() : ""}); reconnecting…`,
       refused: `Refused: ${error ? error.describe() : ""}`,
       paused: "Paused while this tab is hidden; it catches up when shown.",
+      unavailable: "Not live: this server has no event stream for it; Refresh reads it again.",
+      static:
+        "Not live: this list was read when it opened; Refresh reads it again. " +
+        "Each one's own page is live.",
     }[state];
   },
 
@@ -56,16 +78,54 @@ const page = {
   },
 };
 
+/** What the fragment names: `{kind, name}` for one's page, `{kind, prefix}` for a list. */
+function parse(hash) {
+  for (const [kind, spec] of Object.entries(KINDS)) {
+    const one = `#/${spec.one}/`;
+    if (hash.startsWith(one)) {
+      return { kind, name: decodeURIComponent(hash.slice(one.length)) };
+    }
+  }
+  const mark = hash.indexOf("?");
+  const path = mark < 0 ? hash : hash.slice(0, mark);
+  const prefix = new URLSearchParams(mark < 0 ? "" : hash.slice(mark + 1)).get("prefix") || "";
+  for (const [kind, spec] of Object.entries(KINDS)) {
+    if (path === spec.list) {
+      return { kind, prefix };
+    }
+  }
+  return { kind: "locks", prefix: path === "" || path === "#" ? prefix : "" };
+}
+
+/** Marks the kind shown in the switch, and shows its table in the list. */
+function showKind(kind, listed) {
+  currentKind = kind;
+  for (const link of document.querySelectorAll(".kinds a")) {
+    if (link.dataset.kind === kind) {
+      link.setAttribute("aria-current", listed ? "page" : "true");
+    } else {
+      link.removeAttribute("aria-current");
+    }
+  }
+  for (const other of Object.keys(KINDS)) {
+    $(other).hidden = other !== kind;
+  }
+  $("list-title").textContent = KINDS[kind].title;
+  $("list-refresh").hidden = kind === "locks";
+}
+
 function route() {
   if (current) {
     current.close();
   }
-  const hash = location.hash;
-  if (hash.startsWith("#/lock/")) {
-    current = openLock(decodeURIComponent(hash.slice("#/lock/".length)), page);
+  const at = parse(location.hash);
+  showKind(at.kind, at.name === undefined);
+  if (at.name !== undefined) {
+    current = KINDS[at.kind].open(at.name, page);
+  } else if (at.kind === "locks") {
+    current = openList(at.prefix, page);
   } else {
-    const query = new URLSearchParams(hash.startsWith("#/?") ? hash.slice(3) : "");
-    current = openList(query.get("prefix") || "", page);
+    current = openCatalog(at.kind, at.prefix, page);
   }
 }
 
@@ -96,14 +156,15 @@ $("token-forget").addEventListener("click", () => {
 $("prefix-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const prefix = $("prefix").value;
-  location.hash = prefix ? "#/?prefix=" + encodeURIComponent(prefix) : "#/";
+  const list = KINDS[currentKind].list;
+  location.hash = prefix ? `${list}?prefix=${encodeURIComponent(prefix)}` : list;
 });
 
 window.addEventListener("hashchange", () => {
   route();
   // Moving to another view moves the keyboard and the screen reader to its heading.
-  const heading = location.hash.startsWith("#/lock/") ? "lock-title" : "list-title";
-  $(heading).focus();
+  const at = parse(location.hash);
+  $(at.name === undefined ? "list-title" : KINDS[at.kind].one + "-title").focus();
 });
 
 showToken();

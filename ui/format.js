@@ -99,3 +99,30 @@ export function byName(a, b) {
 export function who(owner, priority) {
   return `${owner} (priority ${priority})`;
 }
+
+/** "2/3": a semaphore's live permits out of its limit ("—" while it is unused). */
+export function permits(semaphore) {
+  return `${semaphore.held}/${semaphore.limit === null ? "—" : semaphore.limit}`;
+}
+
+/** The most entries a page's list of recent events keeps. */
+const MAX_EVENTS = 50;
+
+/** Adds an event at the top of `list` (an `<ol>`): its time, its type and `text`. */
+export function logEvent(list, type, text) {
+  const time = new Date().toLocaleTimeString();
+  list.prepend(
+    el(
+      "li",
+      { "data-type": type },
+      el("span", { class: "event-time" }, time),
+      " ",
+      el("strong", {}, type.replaceAll("_", " ")),
+      " — ",
+      text,
+    ),
+  );
+  while (list.children.length > MAX_EVENTS) {
+    list.lastElementChild.remove();
+  }
+}

@@ -7,9 +7,8 @@
 
 import { call, lockPath } from "./api.js";
 import { follow } from "./sse.js";
-import { countdown, duration, el, when, who } from "./format.js";
-
-const MAX_EVENTS = 50;
+import { countdown, duration, el, logEvent, when, who } from "./format.js";
+import { releaser } from "./release.js";
 
 export function openLock(name, page) {
   const $ = (id) => document.getElementById(id);
@@ -19,7 +18,6 @@ export function openLock(name, page) {
   const events = $("events");
   const failure = $("lock-error");
   const result = $("action-result");
-  const dialog = $("confirm");
   const listeners = new AbortController();
   let lock = null;
   let since = 0;
@@ -79,71 +77,32 @@ export function openLock(name, page) {
   function onEvent(event) {
     const data = JSON.parse(event.data);
     show(data.lock);
-    record(event.event, data.lock);
+    logEvent(events, event.event, summary(data.lock));
     readQueue();
     if (event.event !== "snapshot") {
       page.announce(`${name}: ${event.event.replace("_", " ")}`);
     }
   }
 
-  function record(type, seen) {
-    const time = new Date().toLocaleTimeString();
-    events.prepend(
-      el(
-        "li",
-        { "data-type": type },
-        el("span", { class: "event-time" }, time),
-        " ",
-        el("strong", {}, type.replace("_", " ")),
-        " — ",
-        summary(seen),
-      ),
-    );
-    while (events.children.length > MAX_EVENTS) {
-      events.lastElementChild.remove();
-    }
-  }
+  const ask = releaser(listeners.signal, result);
 
   async function forceRelease() {
-    result.hidden = false;
-    result.className = "result";
-    result.textContent = "Force releasing…";
-    try {
-      const answer = await call("DELETE", lockPath(name));
-      const now = answer.lock;
-      result.classList.add("ok");
-      result.textContent =
-        now.state === "held"
-          ? `Force released. The lock went to the next waiter, ${now.owner}.`
-          : "Force released. The lock is free.";
-    } catch (error) {
-      result.classList.add("refused");
-      const hint = [401, 403].includes(error.status)
-        ? " Force release needs the admin token: enter it above, then try again."
-        : "";
-      result.textContent = `Refused: ${error.describe()}.${hint}`;
-    }
+    const answer = await call("DELETE", lockPath(name));
+    const now = answer.lock;
+    return now.state === "held"
+      ? `Force released. The lock went to the next waiter, ${now.owner}.`
+      : "Force released. The lock is free.";
   }
 
   $("force-release").addEventListener(
     "click",
     () => {
       const held = lock && lock.owner ? `, now held by ${lock.owner}` : "";
-      $("confirm-text").textContent =
+      ask(
         `Release “${name}”${held}, whoever holds it? The holder is told that its lock ` +
-        "was revoked; the next caller in the queue, if any, gets it.";
-      dialog.showModal();
-    },
-    { signal: listeners.signal },
-  );
-  $("confirm-cancel").addEventListener("click", () => dialog.close(), {
-    signal: listeners.signal,
-  });
-  $("confirm-ok").addEventListener(
-    "click",
-    () => {
-      dialog.close();
-      forceRelease();
+          "was revoked; the next caller in the queue, if any, gets it.",
+        forceRelease,
+      );
     },
     { signal: listeners.signal },
   );
@@ -159,9 +118,6 @@ export function openLock(name, page) {
       closed = true;
       stream.close();
       listeners.abort();
-      if (dialog.open) {
-        dialog.close();
-      }
       view.hidden = true;
       document.title = "lockwarden";
     },

@@ -13,8 +13,10 @@ const LAST_RETRY_MS = 5000;
 /**
  * Opens `path` and calls `onEvent({event, id, data})` for each event, and `onState(state,
  * error)` as the connection goes "connecting", "live", "retrying" (with the error),
- * "paused" (the tab is hidden), or "refused" (401/403/400: it stops, since retrying cannot
- * help until the token changes). Returns a handle whose close() ends it.
+ * "paused" (the tab is hidden), "refused" (401/403/400: it stops, since retrying cannot
+ * help until the token changes), or "unavailable" (404: this server has no such stream, an
+ * older one say; it stops, and the view falls back to reading). Returns a handle whose
+ * close() ends it.
  *
  * A hidden tab lets its stream go, and resumes it (with `Last-Event-ID`) when shown again:
  * a browser keeps at most 6 HTTP/1.1 connections to one server, and every open stream
@@ -38,8 +40,8 @@ export function follow(path, onEvent, onState) {
   }
   document.addEventListener("visibilitychange", visibility);
 
-  // Resolves to "refused" or "aborted" (closed, or the tab was hidden); throws when the
-  // stream fails or ends.
+  // Resolves to "refused" (refused or unavailable: not retried) or "aborted" (closed, or the
+  // tab was hidden); throws when the stream fails or ends.
   async function connectOnce(signal) {
     const request = headers("text/event-stream");
     if (lastId) {
@@ -63,6 +65,10 @@ export function follow(path, onEvent, onState) {
       const error = await errorOf(response);
       if ([400, 401, 403].includes(response.status)) {
         onState("refused", error);
+        return "refused";
+      }
+      if (response.status === 404) {
+        onState("unavailable", error);
         return "refused";
       }
       throw error;

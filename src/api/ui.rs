@@ -27,7 +27,7 @@ const CSS: &str = "text/css; charset=utf-8";
 const PAGE: &str = include_str!("../../ui/index.html");
 
 /// Every asset, by the name it is served under (`/ui/{name}`).
-pub const ASSETS: [(&str, &str, &str); 7] = [
+pub const ASSETS: [(&str, &str, &str); 11] = [
     ("app.css", CSS, include_str!("../../ui/app.css")),
     ("app.js", JS, include_str!("../../ui/app.js")),
     ("api.js", JS, include_str!("../../ui/api.js")),
@@ -35,6 +35,10 @@ pub const ASSETS: [(&str, &str, &str); 7] = [
     ("format.js", JS, include_str!("../../ui/format.js")),
     ("list.js", JS, include_str!("../../ui/list.js")),
     ("lock.js", JS, include_str!("../../ui/lock.js")),
+    ("release.js", JS, include_str!("../../ui/release.js")),
+    ("catalog.js", JS, include_str!("../../ui/catalog.js")),
+    ("semaphore.js", JS, include_str!("../../ui/semaphore.js")),
+    ("election.js", JS, include_str!("../../ui/election.js")),
 ];
 
 fn serve(content_type: &'static str, body: &'static str) -> Response {

@@ -1,6 +1,6 @@
-//! What the dashboard's browser tests share (tests/browser.rs): one browser at a time,
-//! closed even when a test panics; callers that wait on a lock in the background; and
-//! reading a countdown off the page.
+//! What the dashboard's browser tests share (tests/browser.rs, tests/browser_kinds.rs): one
+//! browser at a time, closed even when a test panics; callers that wait on a lock in the
+//! background; reading a countdown or a text off the page; and counting the page's requests.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -97,4 +97,44 @@ pub async fn countdown_ms(browser: &Browser, css: &str) -> i64 {
     );
     let value = browser.wait_for(WAIT, css, &script).await;
     value.as_i64().unwrap()
+}
+
+/// Waits until the page has `text` at `css`.
+pub async fn shows(browser: &Browser, css: &str, text: &str) {
+    let script =
+        format!("return document.querySelector({css:?})?.textContent.trim() === {text:?};");
+    browser
+        .wait_for(WAIT, &format!("{css} shows {text:?}"), &script)
+        .await;
+}
+
+/// Counts the page's calls to `fetch` from now on, in `window.lwFetches` (their paths).
+pub async fn count_fetches(browser: &Browser) {
+    browser
+        .script(
+            "if (!window.lwFetches) { const real = window.fetch; window.lwFetches = []; \
+               window.fetch = (path, init) => { lwFetches.push(String(path)); \
+                                                return real(path, init); }; } \
+             return 1;",
+            vec![],
+        )
+        .await;
+}
+
+/// The paths the page fetched since [`count_fetches`].
+pub async fn fetches(browser: &Browser) -> Vec<String> {
+    let paths = browser.script("return window.lwFetches;", vec![]).await;
+    serde_json::from_value(paths).unwrap()
+}
+
+/// Asserts that the page makes no request over a second while nothing changes.
+pub async fn stays_idle(browser: &Browser, view: &str) {
+    let before = fetches(browser).await.len();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = fetches(browser).await;
+    assert_eq!(
+        after.len(),
+        before,
+        "{view} made requests while idle: {after:?}"
+    );
 }
