@@ -3,10 +3,12 @@
 //! minutes); run it with
 //! `cargo test --release --test ui_idle -- --ignored --nocapture`.
 //!
-//! A `lockwarden` process on a real ZooKeeper holds a few locks with long leases; ten
-//! headless Chromiums (ten people: one browser keeps at most 6 connections to a server, and
-//! a tab in the background lets its stream go) each open `/ui`, which follows its event
-//! stream. The service's CPU time (user + system, from /proc/PID/stat) is read over 60 s
+//! A `lockwarden` process on a real ZooKeeper holds a few locks, a semaphore's permits and an
+//! election's leadership, all with long leases; ten headless Chromiums (ten people: one
+//! browser keeps at most 6 connections to a server, and a tab in the background lets its
+//! stream go) each open the dashboard, which follows its event stream: six the lock list,
+//! two a semaphore's page, two an election's page (the semaphore and election lists are
+//! read once, and hold no stream). The service's CPU time (user + system, from /proc/PID/stat) is read over 60 s
 //! with nobody watching, then over 60 s with the ten dashboards open.
 
 mod common;
@@ -47,7 +49,9 @@ async fn cpu_share(pid: u32) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "takes two minutes; run on purpose (see the module's doc)"]
 async fn ten_idle_dashboards_cost_the_service_under_one_percent_of_a_cpu() {
-    let flags = zk_flags(zk::shared(), &unique_root(), &[]);
+    let root = unique_root();
+    let semaphores = format!("{root}/semaphores");
+    let flags = zk_flags(zk::shared(), &root, &["--semaphore-root", &semaphores]);
     let service = Instance::start(InstanceOptions::new(&flags)).await;
     for i in 0..5 {
         let (status, body) = service
@@ -58,20 +62,48 @@ async fn ten_idle_dashboards_cost_the_service_under_one_percent_of_a_cpu() {
             .await;
         assert!(status.is_success(), "{body}");
     }
+    let (status, body) = service
+        .post(
+            "/v1/semaphores/idle%2Fpool/acquire",
+            json!({"owner": "worker", "limit": 3, "lease_ms": 3_600_000}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let (status, body) = service
+        .post(
+            "/v1/elections/idle%2Flead/campaign",
+            json!({"candidate": "node-1", "value": "v", "lease_ms": 3_600_000}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
     let pid = service.pid().unwrap();
     let alone = cpu_share(pid).await;
     println!("service alone, idle: {alone:.3} % of a CPU over {WINDOW:?}");
 
     let url = format!("{}/ui", service.base());
     with_browsers(DASHBOARDS, move |browsers| async move {
-        for browser in &browsers {
-            browser.goto(&url).await;
+        for (i, browser) in browsers.iter().enumerate() {
+            let (route, shown) = match i {
+                0..=5 => ("", "document.querySelectorAll('#locks tbody tr').length === 5"),
+                6 | 7 => (
+                    "#/semaphore/idle%2Fpool",
+                    "document.querySelectorAll('#holders tbody tr').length === 1",
+                ),
+                _ => (
+                    "#/election/idle%2Flead",
+                    "document.querySelector('[data-field=\"leader\"]')?.textContent \
+                     === 'node-1'",
+                ),
+            };
+            browser.goto(&format!("{url}{route}")).await;
             browser
                 .wait_for(
                     WAIT,
-                    "the page follows its event stream and lists the locks",
-                    "return document.getElementById('connection').dataset.state === 'live' \
-                     && document.querySelectorAll('#locks tbody tr').length === 5;",
+                    "the page follows its event stream and shows what it follows",
+                    &format!(
+                        "return document.getElementById('connection').dataset.state \
+                         === 'live' && {shown};"
+                    ),
                 )
                 .await;
         }
