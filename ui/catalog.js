@@ -38,6 +38,7 @@ export function openCatalog(kind, prefix, page) {
   const failure = $("list-error");
   const listeners = new AbortController();
   let reading = null;
+  let closed = false;
 
   $("prefix").value = prefix;
   body.replaceChildren();
@@ -56,13 +57,17 @@ export function openCatalog(kind, prefix, page) {
       const query = new URLSearchParams({ prefix, limit: String(MAX_ROWS) });
       answer = await call("GET", `${spec.path}?${query}`, controller.signal);
     } catch (error) {
-      if (error.name === "AbortError") {
+      if (closed || error.name === "AbortError") {
         return;
       }
       failure.textContent = `Cannot list ${kind}: ${error.describe()}`;
       failure.hidden = false;
       summary.textContent = "";
       page.connection("refused", error);
+      return;
+    }
+    // An answer that arrives after the view closed (or after a newer read began) is dropped.
+    if (closed || reading !== controller) {
       return;
     }
     const since = performance.now();
@@ -83,6 +88,7 @@ export function openCatalog(kind, prefix, page) {
 
   return {
     close() {
+      closed = true;
       listeners.abort();
       if (reading) {
         reading.abort();

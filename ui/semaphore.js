@@ -25,6 +25,7 @@ export function openSemaphore(name, page) {
     $(id).addEventListener(type, handler, { signal: listeners.signal });
   let semaphore = null;
   let closed = false;
+  let reads = 0;
 
   $("semaphore-title").textContent = name;
   document.title = `${name} · lockwarden`;
@@ -57,9 +58,11 @@ export function openSemaphore(name, page) {
 
   // Without the stream: one read, now and at each Refresh.
   async function read() {
+    const mine = ++reads;
     try {
       const now = await call("GET", semaphorePath(name));
-      if (closed) {
+      // Closed meanwhile, or a later Refresh's answer is the one to show.
+      if (closed || mine !== reads) {
         return;
       }
       failure.hidden = true;
