@@ -1,10 +1,12 @@
 //! What only real servers show: a 3-node ZooKeeper ensemble (node 1 a lagging follower)
 //! and three lockwarden instances (one with its clock 5 s ahead or behind), under faults.
 //!
-//! - `chaos_run`: the workload of 16 clients while the nemesis deals every fault (leader
-//!   killed or paused past the session timeout, quorum lost, an instance killed, paused or
-//!   cut off, slow replies, lost answers), one at a time, then the checks: no overlapping
-//!   grants, increasing tokens, no stale validate, no lost lease, every lock takeable on
+//! - `chaos_run`: the workload of 16 clients on locks, a semaphore and an election while the
+//!   nemesis deals every fault (leader killed or paused past the session timeout, quorum
+//!   lost, an instance killed, paused or cut off, slow replies, lost answers), one at a
+//!   time, then the checks: no overlapping grants (no two live leaders, no more than
+//!   `limit` permits), increasing tokens and terms, no stale validate, no lost lease, no
+//!   leader renewed after its lease ended, every lock, permit and election takeable on
 //!   every instance afterwards, and no garbage after the collector's delays.
 //! - Two faults with promises of their own: quorum loss answers 503 at once and recovers;
 //!   a killed instance's holders survive and its waiters go.

@@ -438,12 +438,13 @@ fn the_report_prints_counts_and_violations() {
     assert!(text.contains("[overlap] lock wl/l0: #1 c2@i0"), "{text}");
 }
 
-/// Runs 16 clients for 8 s against `url` (on 4 locks and a semaphore) and checks the
-/// history and liveness.
+/// Runs 16 clients for 8 s against `url` (on 4 locks, a semaphore and an election) and
+/// checks the history and liveness.
 async fn workload_against(url: String, seed: u64) {
     let mut config = WorkloadConfig::new(vec![url]);
     config.seed = seed;
     config.semaphores = 1;
+    config.elections = 1;
     let history = Workload::run(config.clone()).await;
     let report = check(&history, &CheckConfig::default());
     println!("{report}");
@@ -452,8 +453,38 @@ async fn workload_against(url: String, seed: u64) {
     assert!(report.outcome("renew", "200") > 0, "{report}");
     assert!(report.outcome("validate", "200") > 0, "{report}");
     assert!(report.is_clean(), "{report}");
-    let (locks, semaphores) = (config.lock_names(), config.semaphore_names());
-    let failures = liveness_probe(&config.urls, &locks, &semaphores, Duration::from_secs(20)).await;
+    // The election's answers are read as a lock's: a won campaign has its term and times,
+    // and its renewals are strict and acknowledged with the leader's expiry.
+    let election = &config.election_names()[0];
+    let ops: Vec<&Op> = history
+        .ops
+        .iter()
+        .filter(|op| &op.lock == election)
+        .collect();
+    let won = ops.iter().filter(|op| {
+        let o = &op.outcome;
+        matches!(op.call, Call::Acquire { .. })
+            && o.is_ok()
+            && o.acquired == Some(true)
+            && o.fencing_token.is_some()
+            && o.expires_at.is_some()
+            && o.acquired_at.is_some()
+    });
+    assert!(won.count() > 0, "{report}");
+    let renewed = ops.iter().filter(|op| {
+        matches!(op.call, Call::Renew { strict: true, .. })
+            && op.outcome.is_ok()
+            && op.outcome.expires_at.is_some()
+    });
+    assert!(renewed.count() > 0, "{report}");
+    let locks = config.lock_names();
+    let failures = liveness_probe(
+        &config.urls,
+        &locks,
+        &config.kinds(),
+        Duration::from_secs(20),
+    )
+    .await;
     assert!(failures.is_empty(), "{failures:#?}");
 }
 

@@ -29,7 +29,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 #[allow(unused_imports)]
 pub use check::{check, Check, CheckConfig, Report};
 #[allow(unused_imports)]
-pub use endpoint::Endpoint;
+pub use endpoint::{parse_outcome, Endpoint, Kinds};
 #[allow(unused_imports)]
 pub use fenced::{FencedRejection, FencedResource};
 #[allow(unused_imports)]
@@ -57,7 +57,8 @@ pub enum Call {
         lease_id: String,
         lease_ms: Option<u64>,
         /// An election's renewal (I17): refused once the lease has ended, even while
-        /// nobody has taken it over. The simulation only: the HTTP endpoint renews locks.
+        /// nobody has taken it over. Every renewal of an election is strict, and only
+        /// an election's (the simulation's first lock, the workload's elections).
         strict: bool,
     },
     Release {
@@ -66,7 +67,7 @@ pub enum Call {
     Validate {
         fencing_token: u64,
     },
-    /// An admin's `DELETE /v1/locks/{name}`.
+    /// An admin's `DELETE /v1/locks/{name}` (or a semaphore's; elections have none).
     ForceRelease,
 }
 

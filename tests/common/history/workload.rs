@@ -18,6 +18,11 @@
 //! Hot clients (`WorkloadConfig::hot_clients`, none by default) loop on one more lock
 //! instead: a waiting acquire, a release 0–3 ms later, and again at once.
 //!
+//! The clients pick semaphores and elections (`WorkloadConfig::semaphores`, `elections`)
+//! among the locks. An election's cycle is a lock's in the election's words (`Endpoint`):
+//! campaign, strict renewals, validate the term, resign; the term is written to the fenced
+//! resource as a lock's token is. Elections have no force release.
+//!
 //! Every call has a client-side timeout; the run ends at its deadline or operation budget
 //! (a client holding a lock then still releases it), so every loop is bounded.
 
@@ -26,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Call, Endpoint, FencedResource, History, Op};
+use super::{Call, Endpoint, FencedResource, History, Kinds, Op};
 
 #[derive(Clone, Debug)]
 pub struct WorkloadConfig {
@@ -55,6 +60,9 @@ pub struct WorkloadConfig {
     /// among the locks (none by default). Their tokens are not written to the fenced
     /// resource, which accepts one writer at a time.
     pub semaphores: usize,
+    /// Elections, `{prefix}/e0` …, which the clients pick among the locks (none by
+    /// default): campaigns, strict renewals (I17), validates by term, resignations.
+    pub elections: usize,
 }
 
 /// The permits of each of the workload's semaphores.
@@ -76,16 +84,19 @@ impl WorkloadConfig {
             force_release_per_mille: 0,
             hot_clients: 0,
             semaphores: 0,
+            elections: 0,
         }
     }
 
-    /// Every name the workload uses: its locks, the hot lock, and its semaphores.
+    /// Every name the workload uses: its locks, the hot lock, its semaphores and its
+    /// elections.
     pub fn lock_names(&self) -> Vec<String> {
         let hot = (self.hot_clients > 0).then(|| self.hot_lock());
         (0..self.locks)
             .map(|i| format!("{}/l{i}", self.prefix))
             .chain(hot)
             .chain(self.semaphore_names())
+            .chain(self.election_names())
             .collect()
     }
 
@@ -93,6 +104,20 @@ impl WorkloadConfig {
         (0..self.semaphores)
             .map(|i| format!("{}/s{i}", self.prefix))
             .collect()
+    }
+
+    pub fn election_names(&self) -> Vec<String> {
+        (0..self.elections)
+            .map(|i| format!("{}/e{i}", self.prefix))
+            .collect()
+    }
+
+    /// Which of the names are semaphores and which elections.
+    pub fn kinds(&self) -> Kinds {
+        Kinds {
+            semaphores: self.semaphore_names(),
+            elections: self.election_names(),
+        }
     }
 
     fn hot_lock(&self) -> String {
@@ -117,11 +142,12 @@ impl Workload {
         assert!(!config.urls.is_empty(), "the workload needs an instance");
         assert!(config.locks > 0, "the workload needs a lock");
         let http = workload_http();
-        let semaphores = Arc::new(config.semaphore_names());
+        let kinds = Arc::new(config.kinds());
         let locks = Arc::new(
             (0..config.locks)
                 .map(|i| format!("{}/l{i}", config.prefix))
-                .chain(semaphores.iter().cloned())
+                .chain(kinds.semaphores.iter().cloned())
+                .chain(kinds.elections.iter().cloned())
                 .collect::<Vec<_>>(),
         );
         let hot_lock = config.hot_lock();
@@ -139,7 +165,7 @@ impl Workload {
                         instance,
                         timeout: config.http_timeout,
                         token: config.token.clone(),
-                        semaphores: semaphores.clone(),
+                        kinds: kinds.clone(),
                     },
                     rng: fastrand::Rng::with_seed(
                         config.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -230,9 +256,10 @@ impl Client {
         Some((lease_id, token))
     }
 
-    /// Writes `token` to the fenced resource of `lock`, unless `lock` is a semaphore's.
+    /// Writes `token` to the fenced resource of `lock`, unless `lock` is a semaphore's (an
+    /// election's term is written as a lock's token is).
     fn write_fenced(&self, lock: &str, token: u64) {
-        if !self.endpoint.semaphores.iter().any(|s| s == lock) {
+        if !self.endpoint.kinds.is_semaphore(lock) {
             self.fenced.write_by(self.id, lock, token);
         }
     }
@@ -262,7 +289,9 @@ impl Client {
             return self.hot_cycle(&lock).await;
         }
         let lock = self.locks[self.rng.usize(..self.locks.len())].clone();
-        if self.rng.u32(..1000) < self.force_release_per_mille {
+        let election = self.endpoint.kinds.is_election(&lock);
+        // Elections have no admin DELETE.
+        if self.rng.u32(..1000) < self.force_release_per_mille && !election {
             self.call(&lock, Call::ForceRelease).await;
             return;
         }
@@ -280,7 +309,7 @@ impl Client {
         } else {
             self.rng.u64(1..=300)
         };
-        let semaphore = self.endpoint.semaphores.contains(&lock);
+        let semaphore = self.endpoint.kinds.is_semaphore(&lock);
         let acquire = Call::Acquire {
             owner: format!("client-{}", self.id),
             priority,
@@ -309,7 +338,7 @@ impl Client {
             let renew = Call::Renew {
                 lease_id: lease_id.clone(),
                 lease_ms: new_length,
-                strict: false,
+                strict: election,
             };
             let op = self.call(&lock, renew).await;
             match op.outcome.status {
@@ -345,22 +374,23 @@ impl Client {
     }
 }
 
-/// After the faults have healed: every lock (and every permit of each of `semaphores`,
-/// which `locks` lists too, held at once) can be taken (waiting out leases the workload left) and
-/// released, on every instance, within `within` in all. Returns one line per (lock,
-/// instance) that failed.
+/// After the faults have healed: every lock (every permit of each semaphore of `kinds`,
+/// held at once; each election of `kinds`, by a campaign and a resignation), all of which
+/// `locks` lists, can be taken (waiting out leases the workload left) and released, on
+/// every instance, within `within` in all. Returns one line per (lock, instance) that
+/// failed.
 pub async fn liveness_probe(
     urls: &[String],
     locks: &[String],
-    semaphores: &[String],
+    kinds: &Kinds,
     within: Duration,
 ) -> Vec<String> {
     let http = workload_http();
     let deadline = Instant::now() + within;
-    let semaphores = Arc::new(semaphores.to_vec());
+    let kinds = Arc::new(kinds.clone());
     let probes = locks
         .iter()
-        .map(|lock| probe_lock(&http, urls, lock, &semaphores, deadline, within));
+        .map(|lock| probe_lock(&http, urls, lock, &kinds, deadline, within));
     futures::future::join_all(probes)
         .await
         .into_iter()
@@ -373,7 +403,7 @@ async fn probe_lock(
     http: &reqwest::Client,
     urls: &[String],
     lock: &str,
-    semaphores: &Arc<Vec<String>>,
+    kinds: &Arc<Kinds>,
     deadline: Instant,
     within: Duration,
 ) -> Vec<String> {
@@ -386,11 +416,11 @@ async fn probe_lock(
             instance,
             timeout: GRACE,
             token: None,
-            semaphores: semaphores.clone(),
+            kinds: kinds.clone(),
         };
         let mut last = "no attempt (out of time)".to_owned();
         // Every permit of a semaphore, held at once: its lapsed permits are taken over too.
-        let semaphore = semaphores.iter().any(|s| s == lock);
+        let semaphore = kinds.is_semaphore(lock);
         let permits = if semaphore { SEMAPHORE_LIMIT } else { 1 };
         let mut leases = Vec::new();
         while leases.len() < permits as usize && Instant::now() < deadline {

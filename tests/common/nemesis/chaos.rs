@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{inject, Cluster, Fault, Injection, GC_DELAY_MS, SKEW_MS};
 use crate::common::history::check::{check, CheckConfig, Report};
 use crate::common::history::workload::{liveness_probe, Workload, WorkloadConfig};
-use crate::common::history::History;
+use crate::common::history::{History, Kinds};
 use crate::common::metric_value;
 
 /// What a chaos run found.
@@ -27,6 +27,8 @@ pub struct ChaosOutcome {
     /// After a run that is not clean: the znodes whose copies differ between the ZooKeeper
     /// nodes (`evidence.rs`).
     pub differing: Vec<String>,
+    /// Which of the workload's names are semaphores and elections.
+    pub kinds: Kinds,
 }
 
 impl ChaosOutcome {
@@ -34,11 +36,39 @@ impl ChaosOutcome {
         self.report.is_clean() && self.liveness_failures.is_empty() && self.garbage.is_empty()
     }
 
+    /// Per kind of name (lock, semaphore, election), how many ops ended how: `"campaign
+    /// 200"`, `"renew 409 not_leader"`, … (an election's calls by the election's words).
+    pub fn outcomes_by_kind(&self) -> BTreeMap<&'static str, BTreeMap<String, usize>> {
+        let mut by: BTreeMap<&'static str, BTreeMap<String, usize>> = BTreeMap::new();
+        for op in &self.history.ops {
+            let (kind, call) = if self.kinds.is_election(&op.lock) {
+                let call = match op.call.kind() {
+                    "acquire" => "campaign",
+                    "release" => "resign",
+                    other => other,
+                };
+                ("election", call)
+            } else if self.kinds.is_semaphore(&op.lock) {
+                ("semaphore", op.call.kind())
+            } else {
+                ("lock", op.call.kind())
+            };
+            let key = format!("{call} {}", op.outcome.label());
+            *by.entry(kind).or_default().entry(key).or_default() += 1;
+        }
+        by
+    }
+
     /// Seconds of 503 (or no answer) per fault: the span from the fault's start to the
     /// last failed call before it recovered, summed per fault kind.
     pub fn summary(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{}", self.report);
+        for (kind, outcomes) in self.outcomes_by_kind() {
+            let total: usize = outcomes.values().sum();
+            let counts: Vec<String> = outcomes.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            let _ = writeln!(out, "{kind} ops {total}: {}", counts.join(", "));
+        }
         let mut per: BTreeMap<Fault, (usize, f64, f64, f64)> = BTreeMap::new();
         for injection in &self.injections {
             let end = injection.healed_ms + injection.recovered_ms.unwrap_or(30_000);
@@ -112,8 +142,9 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
     config.hot_clients = 6;
     config.http_timeout = Duration::from_secs(4);
     config.semaphores = 1;
+    config.elections = 1;
     let locks = config.lock_names();
-    let semaphores = config.semaphore_names();
+    let kinds = config.kinds();
     let workload = tokio::spawn(Workload::run(config));
     let started = Instant::now();
     let mut injections = Vec::new();
@@ -134,13 +165,8 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         tokio::time::sleep(Duration::from_millis(rng.u64(500..2500))).await;
     }
     let history = workload.await.expect("the workload task");
-    let liveness_failures = liveness_probe(
-        &cluster.urls(),
-        &locks,
-        &semaphores,
-        Duration::from_secs(30),
-    )
-    .await;
+    let liveness_failures =
+        liveness_probe(&cluster.urls(), &locks, &kinds, Duration::from_secs(30)).await;
     drop(turn);
     let report = check(
         &history,
@@ -169,6 +195,7 @@ pub async fn run(faults: &[Fault], duration: Duration, seed: u64, clients: usize
         super::evidence::keep(&cluster).await
     };
     ChaosOutcome {
+        kinds,
         differing,
         joins,
         record_writes,

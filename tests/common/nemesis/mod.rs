@@ -196,9 +196,12 @@ impl Cluster {
         let zk = zk_client_at(&self.ensemble.connect_string()).await;
         let mut left = znodes_under(&zk, &format!("{}/locks", self.root)).await;
         left.extend(znodes_under(&zk, &format!("{}/state", self.root)).await);
-        for part in ["records", "state"] {
-            let under = format!("{}/semaphores/{part}", self.root);
-            left.extend(znodes_under(&zk, &under).await);
+        // Semaphores and elections keep their records and queues under roots of their own.
+        for root in ["semaphores", "elections"] {
+            for part in ["records", "state"] {
+                let under = format!("{}/{root}/{part}", self.root);
+                left.extend(znodes_under(&zk, &under).await);
+            }
         }
         left
     }

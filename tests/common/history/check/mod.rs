@@ -17,6 +17,10 @@
 //! invoke time of the first release call for it, whatever the answer, and at the latest
 //! a new length after the invoke of a renew that asked for it and was not acknowledged (it
 //! may have landed and shortened the lease, and its caller asked for no more).
+//! A grant whose answer shows no expiry (an election's campaign won on a lease already over
+//! on the answering instance's clock, which shows no leader) is taken to end as early as it
+//! could have: its length after its invoke, on the clock furthest behind (check 8 takes the
+//! latest instead).
 //!
 //! **Checks.** See [`Check`]. An outcome is unknown for a transport error, a client-side
 //! timeout or a 5xx; such a call may have taken effect at any time after its invoke (and
@@ -238,6 +242,15 @@ impl<'h> Checker<'h> {
         });
     }
 
+    /// The offset of the clock furthest behind (of every instance configured or called).
+    fn furthest_behind(&self) -> i64 {
+        (self.history.ops.iter())
+            .map(|op| self.config.offset(op.instance))
+            .chain(self.config.offsets.iter().copied())
+            .min()
+            .unwrap_or(0)
+    }
+
     /// The offset of the instance that wrote a grant's times (see the module docs).
     fn grant_offset(&mut self, op: &Op) -> i64 {
         let own = self.config.offset(op.instance);
@@ -317,13 +330,18 @@ impl<'h> Checker<'h> {
                 }
                 continue;
             }
-            let clock = self.grant_offset(op);
-            let expiry = match o.expires_at {
-                Some(expires) => expires - clock,
+            let (expiry, clock) = match o.expires_at {
+                Some(expires) => {
+                    let clock = self.grant_offset(op);
+                    (expires - clock, clock)
+                }
+                // An election's campaign won on a lease already over on the answering
+                // instance's clock shows no leader: its earliest possible end, its length
+                // from the invoke, written on the clock furthest behind.
                 None => {
                     let note = format!("no expires_at in {}", self.op(op));
                     self.notes.push(note);
-                    op.invoke_ms + *lease_ms as i64
+                    (op.invoke_ms + *lease_ms as i64, self.furthest_behind())
                 }
             };
             by_id.insert(lease_id, (&op.lock, leases.len()));

@@ -308,10 +308,25 @@ impl<'h> Checker<'h> {
     /// Check 8: no strict renewal is acknowledged once every expiry its lease could have
     /// had is past, on the answering instance's clock, when it was invoked. A renewal or
     /// re-acquire of the lease whose outcome is unknown, invoked before it completed, may
-    /// have extended the lease: it excuses it.
+    /// have extended the lease: it excuses it. A grant whose answer showed no expiry (an
+    /// election's campaign won on a lease already over on the answering instance's clock,
+    /// which shows no leader then) counts with the latest it could have had: its length
+    /// from the answer, on the clock furthest ahead.
     pub(super) fn lapsed_leaders(&mut self) {
         let tolerance = self.config.tolerance_ms;
         let by_id = self.leases_by_id();
+        let furthest_ahead = (self.history.ops.iter())
+            .map(|op| self.config.offset(op.instance))
+            .chain(self.config.offsets.iter().copied())
+            .max()
+            .unwrap_or(0);
+        // The expiry an update set, on the clock it was written on.
+        let written = |lease: &Lease, u: &Update| match (&u.op.call, u.op.outcome.expires_at) {
+            (Call::Acquire { lease_ms, .. }, None) if u.op.id == lease.grant.id => {
+                u.op.complete_ms + *lease_ms as i64 + furthest_ahead
+            }
+            _ => u.expiry + u.clock,
+        };
         let mut found = Vec::new();
         for op in &self.history.ops {
             let Call::Renew {
@@ -332,16 +347,17 @@ impl<'h> Checker<'h> {
                 continue;
             }
             let before = |other: &Op| other.id != op.id && other.invoke_ms <= op.complete_ms;
-            let Some(latest) = lease
+            let Some((latest, end)) = lease
                 .updates
                 .iter()
                 .filter(|u| before(u.op))
-                .max_by_key(|u| u.expiry + u.clock)
+                .map(|u| (u, written(lease, u)))
+                .max_by_key(|&(_, end)| end)
             else {
                 continue;
             };
             let decided_from = op.invoke_ms + self.config.offset(op.instance);
-            if latest.expiry + latest.clock + tolerance >= decided_from {
+            if end + tolerance >= decided_from {
                 continue;
             }
             found.push((
@@ -350,8 +366,8 @@ impl<'h> Checker<'h> {
                     "{} was acknowledged, invoked {} ms after its lease's last possible end \
                      (t+{}, set by #{}) on the answering instance's clock",
                     self.op(op),
-                    decided_from - (latest.expiry + latest.clock),
-                    self.t(latest.expiry),
+                    decided_from - end,
+                    self.t(end - latest.clock),
                     latest.op.id
                 ),
             ));

@@ -8,14 +8,16 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Check {
     /// 1. Two grants of one lock live at once (consecutive by token; the later one
-    ///    completed before the earlier lease ended, and was no preemption).
+    ///    completed before the earlier lease ended, and was no preemption). An election
+    ///    is judged as a lock: two live leaders.
     Overlap,
     /// 2. Fencing tokens: one token for two leases, a grant that completed before
     ///    another was invoked has a token that is not lower, or an acknowledged renew
     ///    shows another token than its lease's (renewing keeps the token).
     TokenOrder,
-    /// 3. A validate answered `current: true` for a token after a grant with a higher
-    ///    token had completed, or after the token's own release was acknowledged.
+    /// 3. A validate answered `current: true` for a token (an election's term) after a
+    ///    grant with a higher token had completed, or after the token's own release was
+    ///    acknowledged.
     StaleValidate,
     /// 4. A renew was refused (`409`) and answered before its lease could first be taken
     ///    over, with no preemption or force release that could explain it.
