@@ -566,3 +566,120 @@ fn a_strict_renewal_after_the_lease_ended_is_a_lapsed_leader() {
     lazy[1].call = Call::renew("lease-a");
     only(&run_with(lazy, &config), Check::LostLease, 1);
 }
+
+/// An election in a chaos run's history: its ops carry what the `Endpoint` reads from the
+/// election API's answers (`elected`, `term`, the leader's `elected_at` and `expires_at`),
+/// and the checker judges the election as a lock of one holder. A clean history passes;
+/// each planted violation is found: two live leaders (`overlap`), a term that goes back
+/// (`token_order`), a stale `current: true` (`stale_validate`), a leader renewed after its
+/// lease ended (`lapsed_leader`) and `not_leader` while it led (`lost_lease`).
+#[test]
+fn an_election_is_judged_as_a_lock_of_one_holder() {
+    use common::history::hand_built::{answered, elected, election, renewed, E};
+    use serde_json::json;
+    let validate = |client: usize, term: u64, at: i64, current: bool| {
+        let mut op = Op::new(client, 0, E, Call::validate(term)).at(T + at, T + at + 5);
+        op.outcome = answered(200, json!({"current": current}));
+        op
+    };
+    // A resignation that hands over: the answer shows the next leader.
+    let resign = |client: usize, lease: &str, at: i64, next: Option<(usize, u64)>| {
+        let mut op = Op::new(client, 0, E, Call::release(lease)).at(T + at, T + at + 15);
+        let shown = match next {
+            Some((leader, term)) => election(leader, term, at + 14, at + 1014),
+            None => json!({"name": E, "candidates": 0, "requestor": null, "leader": null}),
+        };
+        op.outcome = answered(200, json!({"resigned": true, "election": shown}));
+        op
+    };
+    let first = elected(1, "lease-a", 10, 0, 10); // leads until 1009
+    assert_eq!(first.outcome.acquired, Some(true));
+    assert_eq!(first.outcome.fencing_token, Some(10));
+    assert_eq!(first.outcome.acquired_at, Some(T + 9));
+    assert_eq!(first.outcome.expires_at, Some(T + 1009));
+    let clean = vec![
+        first.clone(),
+        renewed(1, "lease-a", 10, 400, 410, Some(1410)),
+        validate(1, 10, 500, true),
+        // client 2 waits; the resignation hands over in the same write
+        elected(2, "lease-b", 20, 300, 620),
+        resign(1, "lease-a", 600, Some((2, 20))),
+        validate(1, 10, 700, false),
+        validate(2, 20, 710, true),
+        renewed(2, "lease-b", 20, 900, 905, Some(1905)),
+        resign(2, "lease-b", 1000, None),
+    ];
+    let report = run(clean.clone());
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.grants, 2);
+    assert_eq!(report.outcome("renew", "200"), 2);
+
+    // Two live leaders: the second campaign won while the first lease was live.
+    let report = run(vec![first.clone(), elected(2, "lease-b", 20, 400, 500)]);
+    only(&report, Check::Overlap, 1);
+    assert!(
+        report.violations[0].message.contains("chaos/e0"),
+        "{report}"
+    );
+
+    // A term that goes back: a campaign won after another completed, with a lower term.
+    let report = run(vec![
+        elected(1, "lease-a", 50, 0, 10),
+        resign(1, "lease-a", 100, None),
+        elected(2, "lease-b", 40, 200, 210),
+    ]);
+    assert_eq!(report.count(Check::TokenOrder), 1, "{report}");
+
+    // A stale `current: true`: term 10 after term 20 was elected.
+    let mut stale = clean.clone();
+    stale.push(validate(3, 10, 800, true));
+    let report = run(stale);
+    only(&report, Check::StaleValidate, 1);
+
+    // A leader renewed after its lease ended: `no_leader` was told, and then it led again.
+    only(
+        &run(vec![
+            first.clone(),
+            renewed(1, "lease-a", 10, 1100, 1105, Some(2105)),
+        ]),
+        Check::LapsedLeader,
+        1,
+    );
+
+    // `not_leader` while it led is a lost lease; after the end it is the rule (I17), even
+    // before anyone may take over.
+    let config = CheckConfig {
+        max_skew_ms: 1000,
+        ..CheckConfig::default()
+    };
+    let refused = |at: i64| vec![first.clone(), renewed(1, "lease-a", 10, at, at + 5, None)];
+    assert!(run_with(refused(1100), &config).is_clean());
+    only(&run_with(refused(500), &config), Check::LostLease, 1);
+
+    // A campaign won on a lease already over on the answering instance's clock (handed over
+    // in a write on a clock behind) shows no leader, so no expiry: a strict renewal counts
+    // against the latest end the lease could have had, its length after the answer.
+    let mut unseen = elected(1, "lease-a", 10, 0, 800);
+    unseen.outcome = answered(
+        200,
+        json!({"elected": true, "lease_id": "lease-a", "term": 10,
+            "election": {"name": E, "candidates": 0, "requestor": null, "leader": null}}),
+    );
+    assert_eq!(unseen.outcome.expires_at, None);
+    let late = |at: i64| {
+        vec![
+            unseen.clone(),
+            renewed(1, "lease-a", 10, at, at + 5, Some(at + 1000)),
+        ]
+    };
+    assert!(run(late(1500)).is_clean());
+    only(&run(late(1900)), Check::LapsedLeader, 1);
+    // Its lease may have been written on a clock 5 s behind, and so have ended long before
+    // its length after the invoke: `not_leader` right after the answer is no lost lease.
+    let skewed = CheckConfig {
+        max_skew_ms: 5500,
+        ..CheckConfig::with_offsets(vec![0, -5000])
+    };
+    let refused = vec![unseen.clone(), renewed(1, "lease-a", 10, 810, 815, None)];
+    assert!(run_with(refused, &skewed).is_clean());
+}
