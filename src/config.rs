@@ -207,7 +207,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LOCKWARDEN_ZK_WRITES_IN_FLIGHT", default_value_t = 4)]
     pub zk_writes_in_flight: usize,
     /// Performance hints to turn off, comma-separated: record-cache, remembered-queue,
-    /// in-process, group-commit, head-grace, shared-multis, or all. Every answer stays the
+    /// in-process, group-commit, head-grace, shared-multis, one-writer, or all. Every answer stays the
     /// same; only the store reads and writes per call and the latency change.
     #[arg(long, env = "LOCKWARDEN_HINTS_OFF", value_delimiter = ',', value_enum)]
     pub hints_off: Vec<crate::service::Hint>,

@@ -21,6 +21,8 @@ pub enum Hint {
     HeadGrace,
     /// Concurrent record writes share a ZooKeeper `multi` (`--zk-writes-in-flight`).
     SharedMultis,
+    /// A semaphore's releases on this instance write one at a time (`turns`).
+    OneWriter,
     /// Every hint above.
     All,
 }
@@ -38,6 +40,7 @@ pub struct Hints {
     pub record_cache: bool,
     pub remembered_queue: bool,
     pub in_process: bool,
+    pub one_writer: bool,
 }
 
 impl Hints {
@@ -45,11 +48,13 @@ impl Hints {
         record_cache: true,
         remembered_queue: true,
         in_process: true,
+        one_writer: true,
     };
     pub const ALL_OFF: Hints = Hints {
         record_cache: false,
         remembered_queue: false,
         in_process: false,
+        one_writer: false,
     };
 
     /// The switches with the hints `off` turned off.
@@ -58,6 +63,7 @@ impl Hints {
             record_cache: Hint::RecordCache.on(off),
             remembered_queue: Hint::RememberedQueue.on(off),
             in_process: Hint::InProcess.on(off),
+            one_writer: Hint::OneWriter.on(off),
         }
     }
 }

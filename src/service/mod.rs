@@ -41,6 +41,7 @@ mod renew;
 mod replies;
 mod round;
 mod seams;
+mod turns;
 mod waiting;
 
 use crate::metrics::Metrics;
@@ -100,6 +101,9 @@ pub struct LockService {
     planted: Planted,
     /// What this service's names are: locks, or elections (for the webhooks' types).
     resource: crate::resource::Resource,
+    /// With the `one-writer` hint: a semaphore's releases on this instance take turns
+    /// (see `turns`).
+    turns: Option<turns::Turns>,
 }
 
 /// The service's time limits and capacities (see `ServeArgs` for what each means).
@@ -234,6 +238,7 @@ impl LockService {
             wall: seams.wall,
             planted: seams.planted,
             resource: crate::resource::Resource::Lock,
+            turns: timing.hints.one_writer.then(turns::Turns::new),
         }
     }
 

@@ -125,6 +125,12 @@ impl LockService {
         // ends before it knows (see `reconcile`).
         let mut unsettled = UnsettledHandOff::new(self, name);
         for _ in 0..MAX_ROUNDS {
+            let _turn = match &self.turns {
+                Some(turns) if self.resource == crate::resource::Resource::Semaphore => {
+                    Some(turns.take(name).await)
+                }
+                _ => None,
+            };
             let deadline = self.round_deadline(began);
             let now = self.wall.now();
             // Once a write's lost answer was read back as not landed, every round reads after
